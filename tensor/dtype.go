@@ -1,0 +1,83 @@
+// Package tensor holds the payload leaves that travel between stages: dense
+// tensors (PyTorch dtypes, C-contiguous, little-endian), numpy arrays and
+// images, with validation of their shapes against their bytes.
+package tensor
+
+import (
+	"errors"
+	"fmt"
+)
+
+// DType is a tensor element type, named as PyTorch names it without "torch.".
+type DType uint8
+
+// The dtypes of SPEC §4.
+const (
+	Bool DType = iota + 1
+	Uint8
+	Int8
+	Int16
+	Int32
+	Int64
+	Uint16
+	Uint32
+	Uint64
+	Float16
+	BFloat16
+	Float32
+	Float64
+	Complex64
+	Complex128
+)
+
+// ErrUnknownDType is returned for a dtype name outside SPEC §4.
+var ErrUnknownDType = errors.New("tensor: unknown dtype")
+
+// ErrShape is returned when a shape does not describe the data it comes with.
+var ErrShape = errors.New("tensor: shape does not match data")
+
+var dtypeInfo = [...]struct {
+	name string
+	size int
+}{
+	Bool: {"bool", 1}, Uint8: {"uint8", 1}, Int8: {"int8", 1},
+	Int16: {"int16", 2}, Int32: {"int32", 4}, Int64: {"int64", 8},
+	Uint16: {"uint16", 2}, Uint32: {"uint32", 4}, Uint64: {"uint64", 8},
+	Float16: {"float16", 2}, BFloat16: {"bfloat16", 2}, Float32: {"float32", 4},
+	Float64: {"float64", 8}, Complex64: {"complex64", 8}, Complex128: {"complex128", 16},
+}
+
+var dtypeByName = func() map[string]DType {
+	m := make(map[string]DType, len(dtypeInfo))
+	for d := Bool; d <= Complex128; d++ {
+		m[dtypeInfo[d].name] = d
+	}
+	return m
+}()
+
+// ParseDType maps a PyTorch dtype name ("float32", "bfloat16", ...) to a DType.
+func ParseDType(name string) (DType, error) {
+	if d, ok := dtypeByName[name]; ok {
+		return d, nil
+	}
+	return 0, fmt.Errorf("%w: %q", ErrUnknownDType, name)
+}
+
+// Valid reports whether d is one of the dtypes of SPEC §4.
+func (d DType) Valid() bool { return d >= Bool && d <= Complex128 }
+
+// String returns the PyTorch name, or "invalid(N)".
+func (d DType) String() string {
+	if !d.Valid() {
+		return fmt.Sprintf("invalid(%d)", uint8(d))
+	}
+	return dtypeInfo[d].name
+}
+
+// ItemSize is the size of one element in bytes (0 for an invalid dtype).
+func (d DType) ItemSize() int {
+	if !d.Valid() {
+		return 0
+	}
+	return dtypeInfo[d].size
+}

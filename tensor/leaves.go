@@ -1,0 +1,88 @@
+package tensor
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Array is a numpy array as the Python side sends it: a numpy dtype string
+// such as "<f4", "|b1" or "<c8", a shape, and C-contiguous bytes.
+type Array struct {
+	DType string
+	Shape []int
+	Data  []byte
+}
+
+// Validate checks that DType is a fixed-size numpy dtype string and that
+// Shape describes Data exactly.
+func (a *Array) Validate() error {
+	size, err := NumpyItemSize(a.DType)
+	if err != nil {
+		return err
+	}
+	return checkData(a.Shape, size, len(a.Data))
+}
+
+// Equal reports whether two arrays have the same dtype, shape and bytes.
+func (a *Array) Equal(o *Array) bool {
+	return a.DType == o.DType && shapeEqual(a.Shape, o.Shape) && string(a.Data) == string(o.Data)
+}
+
+// NumpyItemSize parses a numpy dtype string ("<f4", "|u1", ">i8", "<c16")
+// and returns its item size.
+func NumpyItemSize(s string) (int, error) {
+	if len(s) < 3 {
+		return 0, fmt.Errorf("%w: numpy dtype %q", ErrUnknownDType, s)
+	}
+	switch s[0] {
+	case '<', '>', '|', '=':
+	default:
+		return 0, fmt.Errorf("%w: numpy dtype %q", ErrUnknownDType, s)
+	}
+	switch s[1] {
+	case 'b', 'i', 'u', 'f', 'c', 'V', 'S', 'U':
+	default:
+		return 0, fmt.Errorf("%w: numpy dtype %q", ErrUnknownDType, s)
+	}
+	n, err := strconv.Atoi(s[2:])
+	if err != nil || n <= 0 || n > 1<<20 {
+		return 0, fmt.Errorf("%w: numpy dtype %q", ErrUnknownDType, s)
+	}
+	if s[1] == 'U' {
+		n *= 4 // numpy's unicode items are UCS-4
+	}
+	return n, nil
+}
+
+// Image is a PIL image as the Python side sends it: a mode ("RGB", "L",
+// ...), a shape ([h, w] or [h, w, c]) and uint8 pixel bytes.
+type Image struct {
+	Mode  string
+	Shape []int
+	Data  []byte
+}
+
+// Validate checks that Shape describes Data exactly.
+func (m *Image) Validate() error {
+	if m.Mode == "" {
+		return fmt.Errorf("%w: image without a mode", ErrShape)
+	}
+	return checkData(m.Shape, 1, len(m.Data))
+}
+
+// Equal reports whether two images have the same mode, shape and bytes.
+func (m *Image) Equal(o *Image) bool {
+	return m.Mode == o.Mode && shapeEqual(m.Shape, o.Shape) && string(m.Data) == string(o.Data)
+}
+
+func shapeEqual(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

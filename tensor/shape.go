@@ -1,0 +1,50 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+)
+
+// maxBytes bounds any shape's byte size so products never overflow int.
+const maxBytes = math.MaxInt64 >> 1
+
+// ByteSize returns product(shape) * itemSize, or an error for a negative
+// dimension or a product that would overflow. Decoders of untrusted bytes
+// rely on it: a hostile shape must give an error, never a wrapped size.
+func ByteSize(shape []int, itemSize int) (int, error) {
+	if itemSize <= 0 {
+		return 0, fmt.Errorf("%w: item size %d", ErrShape, itemSize)
+	}
+	n := itemSize
+	zero := false
+	for _, dim := range shape {
+		if dim < 0 {
+			return 0, fmt.Errorf("%w: negative dimension %d", ErrShape, dim)
+		}
+		if dim == 0 {
+			zero = true
+			continue
+		}
+		if !zero && n > maxBytes/dim {
+			return 0, fmt.Errorf("%w: shape %v overflows", ErrShape, shape)
+		}
+		if !zero {
+			n *= dim
+		}
+	}
+	if zero {
+		return 0, nil
+	}
+	return n, nil
+}
+
+func checkData(shape []int, itemSize, dataLen int) error {
+	n, err := ByteSize(shape, itemSize)
+	if err != nil {
+		return err
+	}
+	if n != dataLen {
+		return fmt.Errorf("%w: shape %v needs %d bytes, have %d", ErrShape, shape, n, dataLen)
+	}
+	return nil
+}

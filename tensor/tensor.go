@@ -1,0 +1,179 @@
+package tensor
+
+import (
+	"fmt"
+	"reflect"
+	"unsafe"
+)
+
+// Tensor is a dense, C-contiguous, little-endian tensor. Data holds exactly
+// product(Shape) * DType.ItemSize() bytes. A 0-d tensor has an empty Shape
+// and one element.
+//
+// Ownership: a Tensor returned by a decoder owns its Data; nothing it holds
+// aliases shared memory.
+type Tensor struct {
+	DType DType
+	Shape []int
+	Data  []byte
+}
+
+// New validates dtype, shape and data and returns a Tensor that uses data
+// without copying it.
+func New(dtype DType, shape []int, data []byte) (*Tensor, error) {
+	t := &Tensor{DType: dtype, Shape: shape, Data: data}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Zeros returns a zero-filled tensor of the given dtype and shape.
+func Zeros(dtype DType, shape ...int) (*Tensor, error) {
+	if !dtype.Valid() {
+		return nil, fmt.Errorf("%w: %v", ErrUnknownDType, dtype)
+	}
+	n, err := ByteSize(shape, dtype.ItemSize())
+	if err != nil {
+		return nil, err
+	}
+	return &Tensor{DType: dtype, Shape: shape, Data: make([]byte, n)}, nil
+}
+
+// Validate checks the dtype and that the shape describes Data exactly.
+func (t *Tensor) Validate() error {
+	if !t.DType.Valid() {
+		return fmt.Errorf("%w: %v", ErrUnknownDType, t.DType)
+	}
+	return checkData(t.Shape, t.DType.ItemSize(), len(t.Data))
+}
+
+// Len is the number of elements: the product of Shape (1 for a 0-d tensor).
+func (t *Tensor) Len() int {
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Clone returns a deep copy that shares nothing with t.
+func (t *Tensor) Clone() *Tensor {
+	return &Tensor{
+		DType: t.DType,
+		Shape: append([]int(nil), t.Shape...),
+		Data:  append([]byte(nil), t.Data...),
+	}
+}
+
+// Equal reports whether two tensors have the same dtype, shape and bytes.
+func (t *Tensor) Equal(o *Tensor) bool {
+	if t == nil || o == nil {
+		return t == o
+	}
+	if t.DType != o.DType || len(t.Shape) != len(o.Shape) || string(t.Data) != string(o.Data) {
+		return false
+	}
+	for i := range t.Shape {
+		if t.Shape[i] != o.Shape[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Tensor) String() string {
+	return fmt.Sprintf("tensor(%s, shape=%v, %d bytes)", t.DType, t.Shape, len(t.Data))
+}
+
+// Element is a Go type with the in-memory layout of one tensor dtype.
+type Element interface {
+	bool | uint8 | int8 | int16 | int32 | int64 | uint16 | uint32 | uint64 |
+		float32 | float64 | complex64 | complex128 | Half | BHalf
+}
+
+// DTypeOf returns the dtype whose elements have T's layout.
+func DTypeOf[T Element]() DType {
+	rt := reflect.TypeFor[T]()
+	switch rt {
+	case reflect.TypeFor[Half]():
+		return Float16
+	case reflect.TypeFor[BHalf]():
+		return BFloat16
+	}
+	switch rt.Kind() {
+	case reflect.Bool:
+		return Bool
+	case reflect.Uint8:
+		return Uint8
+	case reflect.Int8:
+		return Int8
+	case reflect.Int16:
+		return Int16
+	case reflect.Int32:
+		return Int32
+	case reflect.Int64:
+		return Int64
+	case reflect.Uint16:
+		return Uint16
+	case reflect.Uint32:
+		return Uint32
+	case reflect.Uint64:
+		return Uint64
+	case reflect.Float32:
+		return Float32
+	case reflect.Float64:
+		return Float64
+	case reflect.Complex64:
+		return Complex64
+	case reflect.Complex128:
+		return Complex128
+	}
+	return 0
+}
+
+// FromSlice returns a tensor over values with the given shape (a 1-d shape
+// of len(values) when none is given). The tensor shares values' memory: no
+// copy is made, so the caller must not change values while the tensor is in
+// use. Hosts are little-endian (amd64, arm64), which is the wire order.
+func FromSlice[T Element](values []T, shape ...int) (*Tensor, error) {
+	if shape == nil {
+		shape = []int{len(values)}
+	}
+	var zero T
+	size := int(unsafe.Sizeof(zero))
+	var data []byte
+	if len(values) > 0 {
+		data = unsafe.Slice((*byte)(unsafe.Pointer(&values[0])), len(values)*size)
+	} else {
+		data = []byte{}
+	}
+	return New(DTypeOf[T](), shape, data)
+}
+
+// Scalar returns a 0-d tensor holding v (a copy).
+func Scalar[T Element](v T) *Tensor {
+	t, _ := FromSlice([]T{v}, []int{}...)
+	t.Shape = []int{}
+	return t
+}
+
+// Values returns the tensor's elements as a []T. It aliases t.Data when the
+// data is suitably aligned, and copies otherwise. T must match the dtype.
+func Values[T Element](t *Tensor) ([]T, error) {
+	if want := DTypeOf[T](); t.DType != want {
+		return nil, fmt.Errorf("tensor: dtype %v read as %v", t.DType, want)
+	}
+	var zero T
+	size := int(unsafe.Sizeof(zero))
+	n := len(t.Data) / size
+	if n == 0 {
+		return []T{}, nil
+	}
+	if uintptr(unsafe.Pointer(&t.Data[0]))%unsafe.Alignof(zero) == 0 {
+		return unsafe.Slice((*T)(unsafe.Pointer(&t.Data[0])), n), nil
+	}
+	out := make([]T, n)
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), n*size), t.Data)
+	return out, nil
+}
