@@ -1,0 +1,30 @@
+package connector
+
+import "log/slog"
+
+// DefaultRingBytes is the default host ring capacity per producer and edge.
+const DefaultRingBytes = 4 << 20
+
+// Options configure a shared-memory connector. Start from DefaultOptions:
+// as in SPEC §9, HostRingBytes 0 disables the ring.
+type Options struct {
+	// StageID is this endpoint's stage ("" for none). A numeric stage owns a
+	// wakeup FIFO so Recv can sleep until a producer wakes it.
+	StageID string
+	// HostRingBytes is the ring capacity per producer and edge: 0 disables
+	// the ring (per-key segments only), else 4096..67108864.
+	HostRingBytes int
+	// WakeupScope names the deployment; both ends of an edge must agree.
+	// Empty means "no scope": names are keyed by the parent pid.
+	WakeupScope string
+	// Wakeups enables the FIFOs of SPEC §8 (also off when the environment
+	// sets VLLM_OMNI_SHM_WAKEUP=0).
+	Wakeups bool
+	// Logger receives the one-per-edge fallback warnings; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the SPEC defaults: a 4 MiB ring, wakeups on.
+func DefaultOptions() Options {
+	return Options{HostRingBytes: DefaultRingBytes, Wakeups: true}
+}
