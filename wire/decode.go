@@ -1,0 +1,394 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unicode/utf8"
+
+	"omnishm/tensor"
+)
+
+// Decoder reads the msgpack form. Its zero value decodes like Unmarshal; the
+// fields exist for the tensor frame codec (SPEC §4) and for callers that
+// need maps in their wire order.
+type Decoder struct {
+	// Ext, if set, sees each extension first. Its Data aliases the input and
+	// is valid only during the call. If it reports ok, its value replaces the
+	// extension; otherwise the extension decodes as a literal Ext.
+	Ext func(Ext) (v any, ok bool, err error)
+	// Ordered decodes maps as Map, in wire order, instead of Go maps.
+	Ordered bool
+}
+
+type decodeState struct {
+	*Decoder
+	b     []byte
+	pos   int
+	depth int
+}
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
+}
+
+// Decode decodes the single msgpack value filling b; see Unmarshal for the
+// Go types it yields. The result never aliases b.
+func (d *Decoder) Decode(b []byte) (any, error) {
+	s := decodeState{Decoder: d, b: b}
+	v, err := s.value()
+	if err != nil {
+		return nil, err
+	}
+	if s.pos != len(b) {
+		return nil, corrupt("%d trailing bytes", len(b)-s.pos)
+	}
+	return v, nil
+}
+
+func (s *decodeState) take(n int) ([]byte, error) {
+	if n < 0 || n > len(s.b)-s.pos {
+		return nil, corrupt("length %d past the end at offset %d", n, s.pos)
+	}
+	p := s.b[s.pos : s.pos+n : s.pos+n]
+	s.pos += n
+	return p, nil
+}
+
+func (s *decodeState) uint(n int) (uint64, error) {
+	p, err := s.take(n)
+	if err != nil {
+		return 0, err
+	}
+	switch n {
+	case 1:
+		return uint64(p[0]), nil
+	case 2:
+		return uint64(binary.BigEndian.Uint16(p)), nil
+	case 4:
+		return uint64(binary.BigEndian.Uint32(p)), nil
+	}
+	return binary.BigEndian.Uint64(p), nil
+}
+
+// length reads an n-byte length and checks it against the bytes left, each
+// item taking at least itemMin bytes, so a forged length never allocates.
+func (s *decodeState) length(n, itemMin int) (int, error) {
+	l, err := s.uint(n)
+	if err != nil {
+		return 0, err
+	}
+	if l > uint64(len(s.b)-s.pos)/uint64(itemMin) {
+		return 0, corrupt("length %d past the end at offset %d", l, s.pos)
+	}
+	return int(l), nil
+}
+
+func (s *decodeState) value() (any, error) {
+	if s.pos >= len(s.b) {
+		return nil, corrupt("truncated at offset %d", s.pos)
+	}
+	c := s.b[s.pos]
+	s.pos++
+	switch {
+	case c <= 0x7f:
+		return int64(c), nil
+	case c >= 0xe0:
+		return int64(int8(c)), nil
+	case c >= fixMap && c < fixArray:
+		return s.mapOf(int(c & 0x0f))
+	case c >= fixArray && c < fixStr:
+		return s.list(int(c & 0x0f))
+	case c >= fixStr && c < codeNil:
+		return s.str(int(c & 0x1f))
+	}
+	switch c {
+	case codeNil:
+		return nil, nil
+	case codeFalse:
+		return false, nil
+	case codeTrue:
+		return true, nil
+	case codeBin8, codeBin16, codeBin32:
+		n, err := s.length(1<<(c-codeBin8), 1)
+		if err != nil {
+			return nil, err
+		}
+		p, _ := s.take(n)
+		return append([]byte{}, p...), nil
+	case codeExt8, codeExt16, codeExt32:
+		n, err := s.length(1<<(c-codeExt8), 1)
+		if err != nil {
+			return nil, err
+		}
+		return s.ext(n)
+	case codeFixExt1, codeFixExt2, codeFixExt4, codeFixExt8, codeFixE16:
+		return s.ext(1 << (c - codeFixExt1))
+	case codeFloat32:
+		u, err := s.uint(4)
+		return float64(math.Float32frombits(uint32(u))), err
+	case codeFloat64:
+		u, err := s.uint(8)
+		return math.Float64frombits(u), err
+	case codeUint8, codeUint16, codeUint32, codeUint64:
+		u, err := s.uint(1 << (c - codeUint8))
+		if err != nil {
+			return nil, err
+		}
+		if u > math.MaxInt64 {
+			return u, nil
+		}
+		return int64(u), nil
+	case codeInt8:
+		u, err := s.uint(1)
+		return int64(int8(u)), err
+	case codeInt16:
+		u, err := s.uint(2)
+		return int64(int16(u)), err
+	case codeInt32:
+		u, err := s.uint(4)
+		return int64(int32(u)), err
+	case codeInt64:
+		u, err := s.uint(8)
+		return int64(u), err
+	case codeStr8, codeStr16, codeStr32:
+		n, err := s.length(1<<(c-codeStr8), 1)
+		if err != nil {
+			return nil, err
+		}
+		return s.str(n)
+	case codeArray16, codeArray32:
+		n, err := s.length(2<<(c-codeArray16), 1)
+		if err != nil {
+			return nil, err
+		}
+		return s.list(n)
+	case codeMap16, codeMap32:
+		n, err := s.length(2<<(c-codeMap16), 2)
+		if err != nil {
+			return nil, err
+		}
+		return s.mapOf(n)
+	}
+	return nil, corrupt("reserved type byte 0x%02x at offset %d", c, s.pos-1)
+}
+
+func (s *decodeState) str(n int) (any, error) {
+	p, err := s.take(n)
+	if err != nil {
+		return nil, err
+	}
+	// msgspec refuses invalid UTF-8 in a str; so does the receiver here.
+	if !utf8.Valid(p) {
+		return nil, corrupt("invalid UTF-8 string at offset %d", s.pos-n)
+	}
+	return string(p), nil
+}
+
+func (s *decodeState) ext(n int) (any, error) {
+	if s.pos >= len(s.b) {
+		return nil, corrupt("truncated extension at offset %d", s.pos)
+	}
+	code := int8(s.b[s.pos])
+	s.pos++
+	p, err := s.take(n)
+	if err != nil {
+		return nil, err
+	}
+	if s.Ext != nil {
+		v, ok, err := s.Ext(Ext{Code: code, Data: p})
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return v, nil
+		}
+	}
+	return Ext{Code: code, Data: append([]byte{}, p...)}, nil
+}
+
+func (s *decodeState) enter() error {
+	s.depth++
+	if s.depth > maxDepth {
+		return corrupt("nesting deeper than %d", maxDepth)
+	}
+	return nil
+}
+
+func (s *decodeState) list(n int) (any, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	if n > len(s.b)-s.pos {
+		return nil, corrupt("array of %d past the end", n)
+	}
+	out := make([]any, n)
+	for i := range out {
+		v, err := s.value()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	s.depth--
+	return out, nil
+}
+
+func (s *decodeState) mapOf(n int) (any, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	if n > (len(s.b)-s.pos)/2 {
+		return nil, corrupt("map of %d past the end", n)
+	}
+	var out any
+	var err error
+	if s.Ordered {
+		out, err = s.orderedMap(n)
+	} else {
+		out, err = s.goMap(n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.depth--
+	return restoreLeaf(out)
+}
+
+func (s *decodeState) orderedMap(n int) (Map, error) {
+	m := make(Map, n)
+	for i := range m {
+		k, err := s.value()
+		if err != nil {
+			return nil, err
+		}
+		v, err := s.value()
+		if err != nil {
+			return nil, err
+		}
+		m[i] = KV{k, v}
+	}
+	return m, nil
+}
+
+// goMap builds a map[string]any, switching to map[any]any at the first key
+// that is not a string. Later duplicates win, as in a Python dict.
+func (s *decodeState) goMap(n int) (any, error) {
+	m := make(map[string]any, n)
+	var generic map[any]any
+	for range n {
+		k, err := s.value()
+		if err != nil {
+			return nil, err
+		}
+		v, err := s.value()
+		if err != nil {
+			return nil, err
+		}
+		if ks, ok := k.(string); ok && generic == nil {
+			m[ks] = v
+			continue
+		}
+		switch k.(type) {
+		case nil, bool, int64, uint64, float64, string:
+		default:
+			return nil, corrupt("map key of type %T", k)
+		}
+		if generic == nil {
+			generic = make(map[any]any, n)
+			for ks, vs := range m {
+				generic[ks] = vs
+			}
+		}
+		generic[k] = v
+	}
+	if generic != nil {
+		return generic, nil
+	}
+	return m, nil
+}
+
+// restoreLeaf turns a marker map whose marker is true into its leaf (SPEC
+// §5); a marker that is false leaves an ordinary map.
+func restoreLeaf(m any) (any, error) {
+	var get func(string) (any, bool)
+	switch x := m.(type) {
+	case map[string]any:
+		// Three cheap lookups keep ordinary maps off the closure path.
+		if x[tensorMarker] != true && x[arrayMarker] != true && x[imageMarker] != true {
+			return m, nil
+		}
+		get = func(k string) (any, bool) { v, ok := x[k]; return v, ok }
+	case Map:
+		get = x.Get
+	default:
+		return m, nil
+	}
+	marked := func(k string) bool { v, _ := get(k); return v == true }
+	switch {
+	case marked(tensorMarker):
+		name, shape, data, err := leafFields(get, "dtype")
+		if err != nil {
+			return nil, fmt.Errorf("%w: tensor: %w", ErrCorrupt, err)
+		}
+		dt, err := tensor.ParseDType(name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: tensor: %w", ErrCorrupt, err)
+		}
+		t, err := tensor.New(dt, shape, data)
+		if err != nil {
+			return nil, fmt.Errorf("%w: tensor: %w", ErrCorrupt, err)
+		}
+		return t, nil
+	case marked(arrayMarker):
+		name, shape, data, err := leafFields(get, "dtype")
+		a := &tensor.Array{DType: name, Shape: shape, Data: data}
+		if err == nil {
+			err = a.Validate()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: ndarray: %w", ErrCorrupt, err)
+		}
+		return a, nil
+	case marked(imageMarker):
+		mode, shape, data, err := leafFields(get, "mode")
+		img := &tensor.Image{Mode: mode, Shape: shape, Data: data}
+		if err == nil {
+			err = img.Validate()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: image: %w", ErrCorrupt, err)
+		}
+		return img, nil
+	}
+	return m, nil
+}
+
+// leafFields reads a marker map's name field (dtype or mode), shape and
+// data. The data was already copied out of the input by the decoder.
+func leafFields(get func(string) (any, bool), nameKey string) (string, []int, []byte, error) {
+	nv, _ := get(nameKey)
+	name, ok := nv.(string)
+	if !ok {
+		return "", nil, nil, fmt.Errorf("%s is %T, not a string", nameKey, nv)
+	}
+	sv, _ := get("shape")
+	dims, ok := sv.([]any)
+	if !ok {
+		return "", nil, nil, fmt.Errorf("shape is %T, not an array", sv)
+	}
+	shape := make([]int, len(dims))
+	for i, d := range dims {
+		n, ok := d.(int64)
+		if !ok || n < 0 || n > math.MaxInt {
+			return "", nil, nil, fmt.Errorf("%w: dimension %v", tensor.ErrShape, d)
+		}
+		shape[i] = int(n)
+	}
+	dv, _ := get("data")
+	data, ok := dv.([]byte)
+	if !ok {
+		return "", nil, nil, fmt.Errorf("data is %T, not bytes", dv)
+	}
+	return name, shape, data, nil
+}

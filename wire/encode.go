@@ -1,0 +1,468 @@
+package wire
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+
+	"omnishm/tensor"
+)
+
+// Encoder writes payload trees in the msgpack form. Its zero value encodes
+// exactly like Marshal; the hooks exist for the tensor frame codec (SPEC §4),
+// which shares this walker.
+//
+// Accepted values: nil, bool, every int and uint kind, float32 and float64
+// (both written as float64, as Python floats are), string, []byte and byte
+// arrays (bin), *tensor.Tensor / tensor.Tensor, *tensor.Array, *tensor.Image,
+// Ext, Map (in its order), []any and other slices and arrays, map[string]any
+// and other maps (keys sorted, so the output is deterministic), pointers and
+// interfaces (nil is nil), and structs as maps of their exported fields in
+// field order, named and filtered by `msgpack:"name,omitempty"` tags
+// (`msgpack:"-"` skips a field). Anything else is ErrUnsupported.
+type Encoder struct {
+	// Tensor, if set, replaces each tensor by the extension it returns,
+	// instead of the tensor's marker map.
+	Tensor func(*tensor.Tensor) (Ext, error)
+	// CheckLeaf, if set, is called with the data size of each array and
+	// image before it is encoded; an error stops the encoding.
+	CheckLeaf func(nbytes int) error
+}
+
+// encodeState is one encoding's scratch: a stack of map keys being sorted.
+type encodeState struct {
+	*Encoder
+	keys  []string
+	depth int
+}
+
+var statePool = sync.Pool{New: func() any { return new(encodeState) }}
+
+// Append appends the msgpack form of v to dst.
+func (e *Encoder) Append(dst []byte, v any) ([]byte, error) {
+	s := statePool.Get().(*encodeState)
+	s.Encoder = e
+	b, err := s.encode(dst, v)
+	s.Encoder, s.keys, s.depth = nil, s.keys[:0], 0
+	statePool.Put(s)
+	return b, err
+}
+
+func unsupported(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrUnsupported}, args...)...)
+}
+
+func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return appendNil(b), nil
+	case bool:
+		return appendBool(b, x), nil
+	case int:
+		return AppendInt(b, int64(x)), nil
+	case int8:
+		return AppendInt(b, int64(x)), nil
+	case int16:
+		return AppendInt(b, int64(x)), nil
+	case int32:
+		return AppendInt(b, int64(x)), nil
+	case int64:
+		return AppendInt(b, x), nil
+	case uint:
+		return AppendUint(b, uint64(x)), nil
+	case uint8:
+		return AppendUint(b, uint64(x)), nil
+	case uint16:
+		return AppendUint(b, uint64(x)), nil
+	case uint32:
+		return AppendUint(b, uint64(x)), nil
+	case uint64:
+		return AppendUint(b, x), nil
+	case float32:
+		return appendFloat(b, float64(x)), nil
+	case float64:
+		return appendFloat(b, x), nil
+	case string:
+		return AppendString(b, x), nil
+	case []byte:
+		return appendBin(b, x), nil
+	case Ext:
+		return appendExt(b, x.Code, x.Data), nil
+	case *tensor.Tensor:
+		if x == nil {
+			return appendNil(b), nil
+		}
+		return s.tensor(b, x)
+	case tensor.Tensor:
+		return s.tensor(b, &x)
+	case *tensor.Array:
+		if x == nil {
+			return appendNil(b), nil
+		}
+		return s.array(b, x)
+	case *tensor.Image:
+		if x == nil {
+			return appendNil(b), nil
+		}
+		return s.image(b, x)
+	case []any:
+		return s.list(b, x)
+	case map[string]any:
+		return s.stringMap(b, x)
+	case Map:
+		return s.orderedMap(b, x)
+	case []int64:
+		b = AppendArrayHeader(b, len(x))
+		for _, n := range x {
+			b = AppendInt(b, n)
+		}
+		return b, nil
+	case []int:
+		b = AppendArrayHeader(b, len(x))
+		for _, n := range x {
+			b = AppendInt(b, int64(n))
+		}
+		return b, nil
+	case []float64:
+		b = AppendArrayHeader(b, len(x))
+		for _, f := range x {
+			b = appendFloat(b, f)
+		}
+		return b, nil
+	case []string:
+		b = AppendArrayHeader(b, len(x))
+		for _, str := range x {
+			b = AppendString(b, str)
+		}
+		return b, nil
+	}
+	return s.value(b, reflect.ValueOf(v))
+}
+
+func (s *encodeState) enter() error {
+	s.depth++
+	if s.depth > maxDepth {
+		return unsupported("nesting deeper than %d (a cycle?)", maxDepth)
+	}
+	return nil
+}
+
+func (s *encodeState) list(b []byte, x []any) ([]byte, error) {
+	if err := s.enter(); err != nil {
+		return b, err
+	}
+	b = AppendArrayHeader(b, len(x))
+	var err error
+	for _, v := range x {
+		if b, err = s.encode(b, v); err != nil {
+			return b, err
+		}
+	}
+	s.depth--
+	return b, nil
+}
+
+func (s *encodeState) stringMap(b []byte, m map[string]any) ([]byte, error) {
+	if err := s.enter(); err != nil {
+		return b, err
+	}
+	// Keys go on a shared stack so nested maps reuse one allocation.
+	base := len(s.keys)
+	for k := range m {
+		s.keys = append(s.keys, k)
+	}
+	slices.Sort(s.keys[base:])
+	b = appendMapHeader(b, len(m))
+	var err error
+	for i := base; i < base+len(m); i++ {
+		k := s.keys[i]
+		b = AppendString(b, k)
+		if b, err = s.encode(b, m[k]); err != nil {
+			return b, err
+		}
+	}
+	s.keys = s.keys[:base]
+	s.depth--
+	return b, nil
+}
+
+func (s *encodeState) orderedMap(b []byte, m Map) ([]byte, error) {
+	if err := s.enter(); err != nil {
+		return b, err
+	}
+	b = appendMapHeader(b, len(m))
+	var err error
+	for _, kv := range m {
+		if b, err = s.encode(b, kv.Key); err != nil {
+			return b, err
+		}
+		if b, err = s.encode(b, kv.Value); err != nil {
+			return b, err
+		}
+	}
+	s.depth--
+	return b, nil
+}
+
+// tensor writes {"__tensor__": true, "dtype", "shape", "data"} (SPEC §5), or
+// the hook's extension in a tensor frame (SPEC §4).
+func (s *encodeState) tensor(b []byte, t *tensor.Tensor) ([]byte, error) {
+	if err := t.Validate(); err != nil {
+		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
+	}
+	if s.Encoder != nil && s.Tensor != nil {
+		ext, err := s.Tensor(t)
+		if err != nil {
+			return b, err
+		}
+		return appendExt(b, ext.Code, ext.Data), nil
+	}
+	b = appendMapHeader(b, 4)
+	b = appendBool(AppendString(b, tensorMarker), true)
+	b = AppendString(AppendString(b, "dtype"), t.DType.String())
+	b = appendShape(AppendString(b, "shape"), t.Shape)
+	return appendBin(AppendString(b, "data"), t.Data), nil
+}
+
+func (s *encodeState) checkLeaf(n int) error {
+	if s.Encoder != nil && s.CheckLeaf != nil {
+		return s.CheckLeaf(n)
+	}
+	return nil
+}
+
+func (s *encodeState) array(b []byte, a *tensor.Array) ([]byte, error) {
+	if err := s.checkLeaf(len(a.Data)); err != nil {
+		return b, err
+	}
+	if err := a.Validate(); err != nil {
+		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
+	}
+	b = appendMapHeader(b, 4)
+	b = appendBool(AppendString(b, arrayMarker), true)
+	b = AppendString(AppendString(b, "dtype"), a.DType)
+	b = appendShape(AppendString(b, "shape"), a.Shape)
+	return appendBin(AppendString(b, "data"), a.Data), nil
+}
+
+func (s *encodeState) image(b []byte, m *tensor.Image) ([]byte, error) {
+	if err := s.checkLeaf(len(m.Data)); err != nil {
+		return b, err
+	}
+	if err := m.Validate(); err != nil {
+		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
+	}
+	b = appendMapHeader(b, 4)
+	b = appendBool(AppendString(b, imageMarker), true)
+	b = AppendString(AppendString(b, "mode"), m.Mode)
+	b = appendShape(AppendString(b, "shape"), m.Shape)
+	return appendBin(AppendString(b, "data"), m.Data), nil
+}
+
+func appendShape(b []byte, shape []int) []byte {
+	b = AppendArrayHeader(b, len(shape))
+	for _, d := range shape {
+		b = AppendInt(b, int64(d))
+	}
+	return b
+}
+
+var (
+	typeTensor = reflect.TypeFor[tensor.Tensor]()
+	typeArray  = reflect.TypeFor[tensor.Array]()
+	typeImage  = reflect.TypeFor[tensor.Image]()
+	typeExt    = reflect.TypeFor[Ext]()
+
+	typeStringMap = reflect.TypeFor[map[string]any]()
+)
+
+// value encodes what the type switch did not recognise, by kind.
+func (s *encodeState) value(b []byte, v reflect.Value) ([]byte, error) {
+	if !v.IsValid() {
+		return appendNil(b), nil
+	}
+	switch t := v.Type(); t {
+	case typeTensor, typeArray, typeImage, typeExt:
+		if v.CanAddr() {
+			return s.encode(b, v.Addr().Interface())
+		}
+		if v.CanInterface() {
+			return s.encode(b, v.Interface())
+		}
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		return appendBool(b, v.Bool()), nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return AppendInt(b, v.Int()), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return AppendUint(b, v.Uint()), nil
+	case reflect.Float32, reflect.Float64:
+		return appendFloat(b, v.Float()), nil
+	case reflect.String:
+		return AppendString(b, v.String()), nil
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return appendNil(b), nil
+		}
+		if err := s.enter(); err != nil {
+			return b, err
+		}
+		var err error
+		if v.Kind() == reflect.Interface && v.CanInterface() {
+			b, err = s.encode(b, v.Interface()) // already boxed: back to the fast paths
+		} else {
+			b, err = s.value(b, v.Elem())
+		}
+		s.depth--
+		return b, err
+	case reflect.Slice:
+		if v.IsNil() {
+			return appendNil(b), nil
+		}
+		fallthrough
+	case reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return appendBin(b, byteSlice(v)), nil
+		}
+		if err := s.enter(); err != nil {
+			return b, err
+		}
+		n := v.Len()
+		b = AppendArrayHeader(b, n)
+		var err error
+		for i := range n {
+			if b, err = s.value(b, v.Index(i)); err != nil {
+				return b, err
+			}
+		}
+		s.depth--
+		return b, nil
+	case reflect.Map:
+		if v.IsNil() {
+			return appendNil(b), nil
+		}
+		if v.CanInterface() && v.Type() == typeStringMap {
+			return s.stringMap(b, v.Interface().(map[string]any))
+		}
+		return s.reflectMap(b, v)
+	case reflect.Struct:
+		return s.structValue(b, v)
+	}
+	return b, unsupported("%s", v.Type())
+}
+
+func byteSlice(v reflect.Value) []byte {
+	if v.Kind() == reflect.Slice {
+		return v.Bytes()
+	}
+	if v.CanAddr() {
+		return v.Slice(0, v.Len()).Bytes()
+	}
+	out := make([]byte, v.Len())
+	reflect.Copy(reflect.ValueOf(out), v)
+	return out
+}
+
+// reflectMap sorts entries by their encoded keys, which for string keys is
+// the same order as sorting the strings.
+func (s *encodeState) reflectMap(b []byte, v reflect.Value) ([]byte, error) {
+	if err := s.enter(); err != nil {
+		return b, err
+	}
+	type entry struct {
+		key   []byte
+		value reflect.Value
+	}
+	entries := make([]entry, 0, v.Len())
+	for it := v.MapRange(); it.Next(); {
+		k, err := s.value(nil, it.Key())
+		if err != nil {
+			return b, err
+		}
+		entries = append(entries, entry{k, it.Value()})
+	}
+	slices.SortFunc(entries, func(x, y entry) int { return bytes.Compare(x.key, y.key) })
+	b = appendMapHeader(b, len(entries))
+	var err error
+	for _, e := range entries {
+		b = append(b, e.key...)
+		if b, err = s.value(b, e.value); err != nil {
+			return b, err
+		}
+	}
+	s.depth--
+	return b, nil
+}
+
+type field struct {
+	index     int
+	name      string
+	omitEmpty bool
+}
+
+var structFields sync.Map // reflect.Type -> []field
+
+func fieldsOf(t reflect.Type) []field {
+	if f, ok := structFields.Load(t); ok {
+		return f.([]field)
+	}
+	var fs []field
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		tag := sf.Tag.Get("msgpack")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = sf.Name
+		}
+		fs = append(fs, field{index: i, name: name, omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty")})
+	}
+	structFields.Store(t, fs)
+	return fs
+}
+
+// isEmpty is omitempty's test: like msgspec's omitted defaults, an empty
+// string, list or map counts as unset, as does a zero number or a nil pointer.
+func isEmpty(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.String, reflect.Slice, reflect.Map:
+		return v.Len() == 0
+	}
+	return v.IsZero()
+}
+
+func (s *encodeState) structValue(b []byte, v reflect.Value) ([]byte, error) {
+	if err := s.enter(); err != nil {
+		return b, err
+	}
+	fs := fieldsOf(v.Type())
+	n := 0
+	for _, f := range fs {
+		if !f.omitEmpty || !isEmpty(v.Field(f.index)) {
+			n++
+		}
+	}
+	b = appendMapHeader(b, n)
+	var err error
+	for _, f := range fs {
+		fv := v.Field(f.index)
+		if f.omitEmpty && isEmpty(fv) {
+			continue
+		}
+		b = AppendString(b, f.name)
+		if b, err = s.value(b, fv); err != nil {
+			return b, err
+		}
+	}
+	s.depth--
+	return b, nil
+}

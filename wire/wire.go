@@ -1,0 +1,76 @@
+// Package wire is the msgpack form of a payload (SPEC §5): byte for byte what
+// vLLM-Omni's OmniSerializer (msgspec) writes, and its inverse.
+//
+// Tensors, numpy arrays and images travel as maps whose first key is a marker
+// ("__tensor__", "__ndarray__", "__pil_image__") with the value true; decoding
+// restores them as *tensor.Tensor, *tensor.Array and *tensor.Image.
+package wire
+
+import "errors"
+
+// ErrUnsupported is returned (wrapped) by Marshal for a value that has no
+// msgpack form: channels, functions, complex scalars, cycles deeper than the
+// nesting limit, tensors whose data does not match their shape.
+var ErrUnsupported = errors.New("wire: unsupported value")
+
+// ErrCorrupt is returned (wrapped) by Unmarshal for bytes that are not one
+// well-formed msgpack value, or whose marker maps are not valid leaves.
+var ErrCorrupt = errors.New("wire: corrupt msgpack")
+
+// maxDepth bounds the nesting of arrays and maps, so a hostile input made of
+// nested one-byte arrays cannot exhaust the stack.
+const maxDepth = 512
+
+// Ext is a literal msgpack extension value (msgspec.msgpack.Ext).
+type Ext struct {
+	Code int8
+	Data []byte
+}
+
+// KV is one entry of a Map.
+type KV struct {
+	Key   any
+	Value any
+}
+
+// Map is a msgpack map kept in order, for callers that need Python's dict
+// insertion order (Marshal encodes a map[string]any with sorted keys).
+type Map []KV
+
+// Get returns the value of the first entry whose key is the string key.
+func (m Map) Get(key string) (any, bool) {
+	for _, kv := range m {
+		if s, ok := kv.Key.(string); ok && s == key {
+			return kv.Value, true
+		}
+	}
+	return nil, false
+}
+
+// Marshal returns the msgpack form of v (SPEC §5). See Encoder for the
+// accepted Go values.
+func Marshal(v any) ([]byte, error) {
+	return Append(nil, v)
+}
+
+// Append appends the msgpack form of v to dst.
+func Append(dst []byte, v any) ([]byte, error) {
+	var e Encoder
+	return e.Append(dst, v)
+}
+
+// Unmarshal decodes one msgpack value filling all of b. Maps become
+// map[string]any (map[any]any if a key is not a string), arrays []any,
+// integers int64 (uint64 above math.MaxInt64), floats float64, bin []byte,
+// extensions Ext, and marker maps their leaves. The result never aliases b.
+func Unmarshal(b []byte) (any, error) {
+	var d Decoder
+	return d.Decode(b)
+}
+
+// markers of the leaf maps, SPEC §5.
+const (
+	tensorMarker = "__tensor__"
+	arrayMarker  = "__ndarray__"
+	imageMarker  = "__pil_image__"
+)
