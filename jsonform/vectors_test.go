@@ -1,0 +1,210 @@
+package jsonform_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"omnishm/jsonform"
+	"omnishm/wire"
+)
+
+const vectors = "../testdata/vectors"
+
+// vectorCase is one entry of index.json.
+type vectorCase struct {
+	name                                 string
+	JSON, Msgpack, Frame, MsgpackRefused string
+	FrameIsPlainMsgpack                  bool
+}
+
+func loadIndex(t *testing.T) []vectorCase {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(vectors, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index map[string]struct {
+		JSON                string `json:"json"`
+		Msgpack             string `json:"msgpack"`
+		Frame               string `json:"frame"`
+		MsgpackRefused      string `json:"msgpack_refused"`
+		FrameIsPlainMsgpack bool   `json:"frame_is_plain_msgpack"`
+		Bin                 string `json:"bin"`
+	}
+	if err := json.Unmarshal(raw, &index); err != nil {
+		t.Fatal(err)
+	}
+	var cases []vectorCase
+	for name, c := range index {
+		if c.Bin != "" || c.JSON == "" {
+			continue // the ring file, not a payload
+		}
+		cases = append(cases, vectorCase{name, c.JSON, c.Msgpack, c.Frame, c.MsgpackRefused, c.FrameIsPlainMsgpack})
+	}
+	if len(cases) < 25 {
+		t.Fatalf("index.json lists only %d payload cases", len(cases))
+	}
+	return cases
+}
+
+func readVector(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(vectors, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestVectorsMsgpack: each C.msgpack, decoded by wire, prints as C.json;
+// and C.json, read by jsonform and encoded by wire, decodes to the same.
+func TestVectorsMsgpack(t *testing.T) {
+	for _, c := range loadIndex(t) {
+		if c.Msgpack == "" {
+			if c.MsgpackRefused == "" {
+				t.Errorf("%s: neither msgpack nor msgpack_refused", c.name)
+			}
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			want := readVector(t, c.JSON)
+			v, err := wire.Unmarshal(readVector(t, c.Msgpack))
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireSameJSON(t, "decoded "+c.Msgpack, marshal(t, v), want)
+
+			in, err := jsonform.Unmarshal(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := wire.Marshal(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := wire.Unmarshal(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireSameJSON(t, "re-encoded "+c.JSON, marshal(t, back), want)
+		})
+	}
+}
+
+func marshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := jsonform.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// requireSameJSON compares two JSON texts as parsed values, independently
+// of jsonform: integers exactly, other numbers as float64 bits (so 1e16 and
+// 1e+16 agree, 0.0 and -0.0 do not), and an integer never equals a float.
+func requireSameJSON(t *testing.T, what string, got, want []byte) {
+	t.Helper()
+	g, err := parseJSON(got)
+	if err != nil {
+		t.Fatalf("%s: %v in %.200s", what, err, got)
+	}
+	w, err := parseJSON(want)
+	if err != nil {
+		t.Fatalf("%s: want text: %v", what, err)
+	}
+	if diff := jsonDiff("", g, w); diff != "" {
+		t.Fatalf("%s differs at %s\n got %.300s\nwant %.300s", what, diff, got, want)
+	}
+}
+
+func parseJSON(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	err := d.Decode(&v)
+	return v, err
+}
+
+func jsonDiff(path string, a, b any) string {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return path + " (object)"
+		}
+		for k, av := range x {
+			bv, ok := y[k]
+			if !ok {
+				return path + "." + k + " (missing)"
+			}
+			if d := jsonDiff(path+"."+k, av, bv); d != "" {
+				return d
+			}
+		}
+		return ""
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return path + " (array)"
+		}
+		for i := range x {
+			if d := jsonDiff(fmt.Sprintf("%s[%d]", path, i), x[i], y[i]); d != "" {
+				return d
+			}
+		}
+		return ""
+	case json.Number:
+		y, ok := b.(json.Number)
+		if !ok || !sameNumber(string(x), string(y)) {
+			return fmt.Sprintf("%s (%v vs %v)", path, a, b)
+		}
+		return ""
+	}
+	if a != b {
+		return fmt.Sprintf("%s (%#v vs %#v)", path, a, b)
+	}
+	return ""
+}
+
+func sameNumber(a, b string) bool {
+	isFloat := func(s string) bool { return strings.ContainsAny(s, ".eE") }
+	if isFloat(a) != isFloat(b) {
+		return false
+	}
+	if !isFloat(a) {
+		x, ok1 := new(big.Int).SetString(a, 10)
+		y, ok2 := new(big.Int).SetString(b, 10)
+		return ok1 && ok2 && x.Cmp(y) == 0
+	}
+	x, err1 := strconv.ParseFloat(a, 64)
+	y, err2 := strconv.ParseFloat(b, 64)
+	return err1 == nil && err2 == nil && math.Float64bits(x) == math.Float64bits(y)
+}
+
+func TestSameNumber(t *testing.T) {
+	cases := []struct {
+		a, b string
+		want bool
+	}{
+		{"1e16", "1e+16", true},
+		{"1e16", "10000000000000000.0", true},
+		{"1", "1.0", false},
+		{"0.0", "-0.0", false},
+		{"18446744073709551615", "18446744073709551615", true},
+		{"18446744073709551615", "18446744073709551614", false},
+	}
+	for _, c := range cases {
+		if got := sameNumber(c.a, c.b); got != c.want {
+			t.Errorf("sameNumber(%s, %s) = %v", c.a, c.b, got)
+		}
+	}
+}
