@@ -1,0 +1,65 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Claim takes the publication under key from dir (empty: DefaultDir), as a
+// receiver of SPEC §6 does. ok is false on a miss: no segment, an empty one,
+// or its lock held by another process (Claim never waits). A miss costs one
+// stat. On success the segment and its lock file are gone, no other receiver
+// in any process can get the same publication, and data is a new slice the
+// caller owns (the payload, unwrapped from the OMNIIPC1 form if present).
+// A segment that was claimed but is corrupt is removed and reported as an
+// error wrapping ErrCorrupt.
+func Claim(dir, key string) (data []byte, ok bool, err error) {
+	if err := CheckKey(key); err != nil {
+		return nil, false, err
+	}
+	if dir == "" {
+		dir = DefaultDir
+	}
+	seg := dir + "/" + key
+	if _, err := segmentSize(seg); err != nil {
+		return nil, false, missOr(key, err)
+	}
+	lockPath := dir + "/" + lockName(key)
+	fd, err := lockFile(lockPath, false)
+	if err != nil {
+		return nil, false, missOr(key, err)
+	}
+	defer closeFD(fd)
+	raw, err := readSegment(seg)
+	if err != nil {
+		return nil, false, missOr(key, err)
+	}
+	// Unlink the segment first: once it is gone no one else can claim it,
+	// then the lock file while still holding it (SPEC §6).
+	if _, err := remove(seg); err != nil {
+		return nil, false, fmt.Errorf("segment: claim %q: %w", key, err)
+	}
+	if _, err := remove(lockPath); err != nil {
+		return nil, false, fmt.Errorf("segment: claim %q: %w", key, err)
+	}
+	payload, err := unwrap(raw)
+	if err != nil {
+		return nil, false, fmt.Errorf("segment: claim %q: %w", key, err)
+	}
+	return payload, true, nil
+}
+
+// ClaimDescriptor is Claim for a descriptor from the producer. A per-key
+// publication has no generation: if the key was re-published since, the
+// newer payload is returned, whatever d.Size said.
+func ClaimDescriptor(dir string, d Descriptor) ([]byte, bool, error) {
+	return Claim(dir, d.Name)
+}
+
+// missOr turns the "not now" outcomes into a miss and wraps the rest.
+func missOr(key string, err error) error {
+	if errors.Is(err, errGone) || errors.Is(err, errBusy) {
+		return nil
+	}
+	return fmt.Errorf("segment: claim %q: %w", key, err)
+}

@@ -1,0 +1,223 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+)
+
+// ErrClosed is returned by Put after Close.
+var ErrClosed = errors.New("segment: producer closed")
+
+// sweepBatch bounds the consumed-key sweep each Put does, as Python's
+// _reap_segments does: a round-robin over at most 64 pending keys.
+const sweepBatch = 64
+
+// Descriptor is the per-key part of a publication's descriptor,
+// {"shm": {"name": key, "size": n}} (SPEC §6).
+type Descriptor struct {
+	Name string `json:"name" msgpack:"name"`
+	Size int    `json:"size" msgpack:"size"`
+}
+
+// Options configure a Producer.
+type Options struct {
+	// Dir holds segments and lock files; empty means DefaultDir. Both
+	// endpoints must use the same directory.
+	Dir string
+	// OnCreate, when set, is called with a segment's path right after this
+	// producer creates it, and OnRemove once the producer has unlinked it or
+	// learned that a receiver consumed it: they let a crash watchdog know
+	// which files this process owns. Called without the producer's locks
+	// held, possibly from several goroutines at once.
+	OnCreate func(path string)
+	OnRemove func(path string)
+}
+
+// Producer publishes payloads as per-key segments and remembers which of
+// them no receiver has claimed yet, so it can retire them (Cleanup,
+// CleanupPrefix, Close). It is safe for concurrent use.
+type Producer struct {
+	dir      string
+	onCreate func(string)
+	onRemove func(string)
+
+	mu      sync.Mutex
+	pending pendingSet
+	closed  bool
+}
+
+// NewProducer returns a producer writing into opts.Dir.
+func NewProducer(opts Options) *Producer {
+	dir := opts.Dir
+	if dir == "" {
+		dir = DefaultDir
+	}
+	return &Producer{dir: dir, onCreate: opts.OnCreate, onRemove: opts.OnRemove, pending: newPendingSet()}
+}
+
+func (p *Producer) segPath(key string) string  { return p.dir + "/" + key }
+func (p *Producer) lockPath(key string) string { return p.dir + "/" + lockName(key) }
+
+// Put publishes data under key (SPEC §6): under the key's lock file it
+// writes a segment of exactly len(data) plain bytes, replacing an unclaimed
+// one, and records the key as pending. data is copied before Put returns.
+// A receiver in any process then claims it with Claim.
+func (p *Producer) Put(key string, data []byte) (Descriptor, error) {
+	if err := CheckKey(key); err != nil {
+		return Descriptor{}, err
+	}
+	if len(data) == 0 {
+		// A zero-size segment reads as "not ready yet" to every receiver.
+		return Descriptor{}, fmt.Errorf("segment: put %q: empty payload", key)
+	}
+	if p.isClosed() {
+		return Descriptor{}, ErrClosed
+	}
+	p.sweepConsumed()
+
+	fd, err := lockFile(p.lockPath(key), true)
+	if err != nil {
+		return Descriptor{}, fmt.Errorf("segment: put %q: %w", key, err)
+	}
+	defer closeFD(fd)
+	seg := p.segPath(key)
+	replaced, err := writeSegment(seg, data)
+	if replaced && p.forget(key) {
+		p.notify(p.onRemove, seg)
+	}
+	if err != nil {
+		return Descriptor{}, fmt.Errorf("segment: put %q: %w", key, err)
+	}
+	p.notify(p.onCreate, seg)
+
+	p.mu.Lock()
+	closed := p.closed
+	if !closed {
+		p.pending.add(key)
+	}
+	p.mu.Unlock()
+	if closed {
+		// Close ran meanwhile and will not see this key: retire it here.
+		remove(seg)
+		remove(p.lockPath(key))
+		p.notify(p.onRemove, seg)
+		return Descriptor{}, ErrClosed
+	}
+	return Descriptor{Name: key, Size: len(data)}, nil
+}
+
+// Pending reports whether key was published by p and not yet known to be
+// consumed or retired.
+func (p *Producer) Pending(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pending.has(key)
+}
+
+// Cleanup retires key if p published it and no receiver has claimed it:
+// under the key's lock it unlinks the segment and the lock file. It reports
+// whether an unconsumed segment was actually unlinked (SPEC §9).
+func (p *Producer) Cleanup(key string) bool {
+	if CheckKey(key) != nil {
+		return false
+	}
+	unlinked, err := p.retire(key)
+	if err != nil {
+		slog.Warn("segment: cleanup failed", "key", key, "err", err)
+	}
+	return unlinked
+}
+
+// CleanupPrefix retires every pending key that is prefix followed by
+// decimal digits only ("req_0_" matches "req_0_12", not "req_0_1x" nor
+// "request_0_1") and returns how many unconsumed segments it unlinked.
+func (p *Producer) CleanupPrefix(prefix string) int {
+	p.mu.Lock()
+	keys := p.pending.keys(func(k string) bool { return matchesPrefix(prefix, k) })
+	p.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		if p.Cleanup(k) {
+			n++
+		}
+	}
+	return n
+}
+
+// Close retires every pending segment and its lock file. Later Puts fail
+// with ErrClosed; calling Close again does nothing.
+func (p *Producer) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	keys := p.pending.keys(nil)
+	p.mu.Unlock()
+	var errs []error
+	for _, k := range keys {
+		if _, err := p.retire(k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Producer) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// forget drops key from the pending set and reports whether it was there.
+func (p *Producer) forget(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pending.remove(key)
+}
+
+// retire unlinks a pending key's segment and lock file under its lock.
+func (p *Producer) retire(key string) (bool, error) {
+	if !p.forget(key) {
+		return false, nil
+	}
+	seg := p.segPath(key)
+	defer p.notify(p.onRemove, seg)
+	fd, err := lockFile(p.lockPath(key), true)
+	if err != nil {
+		return false, fmt.Errorf("segment: retire %q: %w", key, err)
+	}
+	defer closeFD(fd)
+	unlinked, err := remove(seg)
+	if err != nil {
+		return false, fmt.Errorf("segment: retire %q: %w", key, err)
+	}
+	// Unlink the lock file while holding it, as a receiver does, so a
+	// waiting producer notices and reopens.
+	if _, err := remove(p.lockPath(key)); err != nil {
+		return unlinked, fmt.Errorf("segment: retire %q: %w", key, err)
+	}
+	return unlinked, nil
+}
+
+// sweepConsumed forgets pending keys whose segment a receiver has removed.
+// Python holds its pending-keys lock across the sweep; so does this, so a
+// concurrent Cleanup never finds a key half-forgotten.
+func (p *Producer) sweepConsumed() {
+	p.mu.Lock()
+	n := min(sweepBatch, p.pending.len())
+	gone := p.pending.rotate(n, func(key string) bool { return exists(p.segPath(key)) })
+	p.mu.Unlock()
+	for _, k := range gone {
+		p.notify(p.onRemove, p.segPath(k))
+	}
+}
+
+func (p *Producer) notify(hook func(string), path string) {
+	if hook != nil {
+		hook(path)
+	}
+}

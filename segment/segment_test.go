@@ -1,0 +1,603 @@
+package segment
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"omnishm/internal/shmtest"
+)
+
+const wait = 20 * time.Second
+
+func TestMain(m *testing.M) {
+	shmtest.Main(m, map[string]func([]string) int{
+		"put":        rolePut,
+		"claim":      roleClaim,
+		"hold":       roleHold,
+		"bench-shm":  roleBenchSHM,
+		"bench-unix": roleBenchUnix,
+	})
+}
+
+// payload is size deterministic pseudo-random bytes, so a child can make
+// the same bytes from (size, seed) without shipping them.
+func payload(size int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// rolePut publishes one payload (args: key size seed) from a child process,
+// then closes its producer when the parent says so.
+func rolePut(args []string) int {
+	size, _ := strconv.Atoi(args[1])
+	seed, _ := strconv.ParseUint(args[2], 10, 64)
+	p := NewProducer(Options{})
+	if _, err := p.Put(args[0], payload(size, seed)); err != nil {
+		shmtest.Say("err %v", err)
+		return 1
+	}
+	shmtest.Say("put")
+	shmtest.Hear()
+	if err := p.Close(); err != nil {
+		shmtest.Say("err %v", err)
+		return 1
+	}
+	shmtest.Say("closed")
+	return 0
+}
+
+// roleClaim claims each key the parent sends and answers with the payload's
+// digest, "miss" or the error.
+func roleClaim([]string) int {
+	for {
+		key := shmtest.Hear()
+		if key == "" {
+			return 0
+		}
+		data, ok, err := Claim("", key)
+		switch {
+		case err != nil:
+			shmtest.Say("err %v", err)
+		case !ok:
+			shmtest.Say("miss")
+		default:
+			shmtest.Say("got %s", digest(data))
+		}
+	}
+}
+
+// roleHold holds the flock of the file at args[0] until the parent speaks.
+func roleHold(args []string) int {
+	fd, err := unix.Open(args[0], unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		shmtest.Say("err %v", err)
+		return 1
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		shmtest.Say("err %v", err)
+		return 1
+	}
+	shmtest.Say("held")
+	shmtest.Hear()
+	unix.Close(fd)
+	shmtest.Say("released")
+	return 0
+}
+
+// assertGone fails unless key's segment and lock file are both absent.
+func assertGone(t *testing.T, dir, key string) {
+	t.Helper()
+	for _, path := range []string{dir + "/" + key, dir + "/" + lockName(key)} {
+		if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there (err %v)", path, err)
+		}
+	}
+}
+
+func assertPresent(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Lstat(path); err != nil {
+		t.Errorf("%s missing: %v", path, err)
+	}
+}
+
+func mustPut(t *testing.T, p *Producer, key string, data []byte) Descriptor {
+	t.Helper()
+	d, err := p.Put(key, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func mustClaim(t *testing.T, dir, key string) []byte {
+	t.Helper()
+	data, ok, err := Claim(dir, key)
+	if err != nil || !ok {
+		t.Fatalf("claim %q: ok=%v err=%v", key, ok, err)
+	}
+	return data
+}
+
+func TestCheckKey(t *testing.T) {
+	cases := []struct {
+		key string
+		ok  bool
+	}{
+		{"req_0_1", true},
+		{"a.b-c~", true},
+		{"..a", true},
+		{strings.Repeat("k", 237), true},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"a/b", false},
+		{"../etc/passwd", false},
+		{"/abs", false},
+		{"nul\x00byte", false},
+		{strings.Repeat("k", 238), false}, // lock file name would be 256 bytes
+		{strings.Repeat("k", 256), false},
+	}
+	dir := t.TempDir()
+	p := NewProducer(Options{Dir: dir})
+	defer p.Close()
+	for _, c := range cases {
+		err := CheckKey(c.key)
+		if (err == nil) != c.ok {
+			t.Errorf("CheckKey(%q) = %v, want ok=%v", shorten(c.key), err, c.ok)
+		}
+		if c.ok {
+			continue
+		}
+		if !errors.Is(err, ErrBadKey) {
+			t.Errorf("CheckKey(%q) = %v, not ErrBadKey", shorten(c.key), err)
+		}
+		if _, err := p.Put(c.key, []byte{1}); !errors.Is(err, ErrBadKey) {
+			t.Errorf("Put(%q) = %v, want ErrBadKey", shorten(c.key), err)
+		}
+		if _, _, err := Claim(dir, c.key); !errors.Is(err, ErrBadKey) {
+			t.Errorf("Claim(%q) = %v, want ErrBadKey", shorten(c.key), err)
+		}
+		if p.Cleanup(c.key) {
+			t.Errorf("Cleanup(%q) reported a retirement", shorten(c.key))
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("bad keys created files: %v", entries)
+	}
+}
+
+func TestPutInOneProcessClaimInAnother(t *testing.T) {
+	for _, size := range []int{1, 512, 1 << 20} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			key := shmtest.Key("xproc")
+			child := shmtest.Start(t, "put", key, strconv.Itoa(size), "7")
+			if l := child.Line(t, wait); l != "put" {
+				t.Fatalf("producer: %s", l)
+			}
+			got := mustClaim(t, "", key)
+			if !bytes.Equal(got, payload(size, 7)) {
+				t.Fatalf("claimed %d bytes that differ from the %d put", len(got), size)
+			}
+			assertGone(t, DefaultDir, key)
+			if _, ok, err := Claim("", key); ok || err != nil {
+				t.Fatalf("second claim: ok=%v err=%v", ok, err)
+			}
+			child.Send(t, "close")
+			if l := child.Line(t, wait); l != "closed" {
+				t.Fatalf("producer close: %s", l)
+			}
+			if err := child.Wait(t, wait); err != nil {
+				t.Fatal(err)
+			}
+
+			// And the other way round: this process puts, a child claims.
+			key = shmtest.Key("xproc")
+			p := NewProducer(Options{})
+			defer p.Close()
+			data := payload(size, 8)
+			d := mustPut(t, p, key, data)
+			if d != (Descriptor{Name: key, Size: size}) {
+				t.Fatalf("descriptor %+v", d)
+			}
+			var st unix.Stat_t
+			if err := unix.Stat(DefaultDir+"/"+key, &st); err != nil || st.Size != int64(size) || st.Mode&0o777 != 0o600 {
+				t.Fatalf("segment stat: size %d mode %o err %v", st.Size, st.Mode&0o777, err)
+			}
+			reader := shmtest.Start(t, "claim")
+			reader.Send(t, key)
+			if l := reader.Line(t, wait); l != "got "+digest(data) {
+				t.Fatalf("child claim: %s", l)
+			}
+			assertGone(t, DefaultDir, key)
+		})
+	}
+}
+
+func TestTwoReceiverProcessesClaimExactlyOnce(t *testing.T) {
+	p := NewProducer(Options{})
+	defer p.Close()
+	a, b := shmtest.Start(t, "claim"), shmtest.Start(t, "claim")
+	for round := range 20 {
+		key := shmtest.Key("race")
+		data := payload(4096, uint64(round))
+		mustPut(t, p, key, data)
+		a.Send(t, key)
+		b.Send(t, key)
+		answers := []string{a.Line(t, wait), b.Line(t, wait)}
+		got, miss := 0, 0
+		for _, l := range answers {
+			switch l {
+			case "got " + digest(data):
+				got++
+			case "miss":
+				miss++
+			default:
+				t.Fatalf("round %d: child said %q", round, l)
+			}
+		}
+		if got != 1 || miss != 1 {
+			t.Fatalf("round %d: %v, want exactly one claim", round, answers)
+		}
+		assertGone(t, DefaultDir, key)
+	}
+}
+
+func TestReputReplacesUnclaimed(t *testing.T) {
+	var created, removed []string
+	var mu sync.Mutex
+	p := NewProducer(Options{
+		OnCreate: func(s string) { mu.Lock(); created = append(created, s); mu.Unlock() },
+		OnRemove: func(s string) { mu.Lock(); removed = append(removed, s); mu.Unlock() },
+	})
+	defer p.Close()
+	key := shmtest.Key("reput")
+	mustPut(t, p, key, []byte("first, and longer"))
+	mustPut(t, p, key, []byte("second"))
+	reader := shmtest.Start(t, "claim")
+	reader.Send(t, key)
+	if l := reader.Line(t, wait); l != "got "+digest([]byte("second")) {
+		t.Fatalf("receiver: %s, want the second value", l)
+	}
+	assertGone(t, DefaultDir, key)
+	path := DefaultDir + "/" + key
+	mu.Lock()
+	if fmt.Sprint(created) != fmt.Sprint([]string{path, path}) || fmt.Sprint(removed) != fmt.Sprint([]string{path}) {
+		t.Fatalf("hooks: created %v removed %v", created, removed)
+	}
+	mu.Unlock()
+	// The next put's sweep learns that the key was consumed.
+	other := shmtest.Key("reput-other")
+	mustPut(t, p, other, []byte{1})
+	if p.Pending(key) || !p.Pending(other) {
+		t.Fatalf("pending after sweep: %v %v", p.Pending(key), p.Pending(other))
+	}
+	mu.Lock()
+	if len(removed) != 2 || removed[1] != path {
+		t.Fatalf("consumed key not reported removed: %v", removed)
+	}
+	mu.Unlock()
+}
+
+func TestHeldLockIsAMissThenClaims(t *testing.T) {
+	p := NewProducer(Options{})
+	defer p.Close()
+	key := shmtest.Key("held")
+	mustPut(t, p, key, []byte("payload"))
+	holder := shmtest.Start(t, "hold", DefaultDir+"/"+lockName(key))
+	if l := holder.Line(t, wait); l != "held" {
+		t.Fatalf("holder: %s", l)
+	}
+	if data, ok, err := Claim("", key); ok || err != nil || data != nil {
+		t.Fatalf("claim under another process's lock: %q ok=%v err=%v", data, ok, err)
+	}
+	assertPresent(t, DefaultDir+"/"+key)
+	holder.Send(t, "release")
+	if l := holder.Line(t, wait); l != "released" {
+		t.Fatalf("holder: %s", l)
+	}
+	if got := mustClaim(t, "", key); string(got) != "payload" {
+		t.Fatalf("claimed %q", got)
+	}
+	assertGone(t, DefaultDir, key)
+}
+
+func TestCleanupAndPrefix(t *testing.T) {
+	p := NewProducer(Options{})
+	defer p.Close()
+	base := shmtest.Key("cancel")
+	for _, k := range []string{"req_0_0", "req_0_1", "req_0_10other", "request_0_0"} {
+		mustPut(t, p, base+k, []byte(k))
+	}
+	if n := p.CleanupPrefix(base + "req_0_"); n != 2 {
+		t.Fatalf("CleanupPrefix retired %d, want 2", n)
+	}
+	for _, k := range []string{"req_0_0", "req_0_1"} {
+		assertGone(t, DefaultDir, base+k)
+		if p.Pending(base + k) {
+			t.Errorf("%s still pending", k)
+		}
+	}
+	for _, k := range []string{"req_0_10other", "request_0_0"} {
+		if !p.Pending(base + k) {
+			t.Errorf("%s no longer pending", k)
+		}
+		if got := mustClaim(t, "", base+k); string(got) != k {
+			t.Errorf("%s: claimed %q", k, got)
+		}
+	}
+
+	key := shmtest.Key("cleanup")
+	mustPut(t, p, key, []byte("x"))
+	if !p.Cleanup(key) {
+		t.Fatal("cleanup of a pending key reported nothing retired")
+	}
+	assertGone(t, DefaultDir, key)
+	if p.Cleanup(key) {
+		t.Fatal("second cleanup reported a retirement")
+	}
+	// A consumed key: nothing left to retire.
+	mustPut(t, p, key, []byte("y"))
+	mustClaim(t, "", key)
+	if p.Cleanup(key) {
+		t.Fatal("cleanup of a consumed key reported a retirement")
+	}
+	assertGone(t, DefaultDir, key)
+	// Another producer's publication is not ours to retire.
+	other := NewProducer(Options{})
+	defer other.Close()
+	mustPut(t, other, key, []byte("z"))
+	if p.Cleanup(key) || p.CleanupPrefix(key[:len(key)-1]) != 0 {
+		t.Fatal("retired a key this producer did not publish")
+	}
+	assertPresent(t, DefaultDir+"/"+key)
+}
+
+func TestMatchesPrefix(t *testing.T) {
+	cases := []struct {
+		prefix, key string
+		want        bool
+	}{
+		{"req_0_", "req_0_0", true},
+		{"req_0_", "req_0_12", true},
+		{"req_0_", "req_0_", false},
+		{"req_0_", "req_0_1x", false},
+		{"req_0_", "req_0_10other", false},
+		{"req_0_", "request_0_1", false},
+		{"req_0_", "req_0_-1", false},
+		{"req_0_", "req_0_\u0663", false}, // Arabic-Indic three: not ASCII
+		{"", "123", true},
+	}
+	for _, c := range cases {
+		if got := matchesPrefix(c.prefix, c.key); got != c.want {
+			t.Errorf("matchesPrefix(%q, %q) = %v", c.prefix, c.key, got)
+		}
+	}
+}
+
+func TestCloseRetiresEverythingOnce(t *testing.T) {
+	var removed []string
+	var mu sync.Mutex
+	p := NewProducer(Options{OnRemove: func(s string) { mu.Lock(); removed = append(removed, s); mu.Unlock() }})
+	keys := []string{shmtest.Key("close"), shmtest.Key("close"), shmtest.Key("close")}
+	for _, k := range keys {
+		mustPut(t, p, k, []byte(k))
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		assertGone(t, DefaultDir, k)
+		if p.Pending(k) {
+			t.Errorf("%s pending after close", k)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	if len(removed) != 3 {
+		t.Fatalf("OnRemove saw %v", removed)
+	}
+	k := shmtest.Key("close")
+	if _, err := p.Put(k, []byte{1}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("put after close: %v", err)
+	}
+	assertGone(t, DefaultDir, k)
+}
+
+func TestSweepOrphans(t *testing.T) {
+	dir := t.TempDir()
+	old := time.Now().Add(-2 * OrphanGrace)
+	touch := func(name string, mtime time.Time) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ts := []unix.Timespec{unix.NsecToTimespec(mtime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
+		if err := unix.UtimesNano(path, ts); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	orphan := touch(lockName("orphan"), old)
+	young := touch(lockName("young"), time.Now())
+	live := touch(lockName("live"), old)
+	touch("live", old)
+	held := touch(lockName("held"), old)
+	stranger := touch("shm_x_lockfile", old)
+
+	holder := shmtest.Start(t, "hold", held)
+	if l := holder.Line(t, wait); l != "held" {
+		t.Fatalf("holder: %s", l)
+	}
+	removed, err := SweepOrphans(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || removed[0] != orphan {
+		t.Fatalf("removed %v, want only %s", removed, orphan)
+	}
+	for _, path := range []string{young, live, held, stranger} {
+		assertPresent(t, path)
+	}
+	holder.Send(t, "release")
+	holder.Line(t, wait)
+	// Released and still old: now it is an orphan. A shorter grace takes
+	// the young one as well.
+	ts := []unix.Timespec{unix.NsecToTimespec(old.UnixNano()), unix.NsecToTimespec(old.UnixNano())}
+	if err := unix.UtimesNano(young, ts); err != nil {
+		t.Fatal(err)
+	}
+	removed, err = SweepOrphans(dir, time.Minute)
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("second sweep removed %v (%v), want held and young", removed, err)
+	}
+	assertPresent(t, live)
+}
+
+func TestWrappedSegment(t *testing.T) {
+	body := payload(1000, 3)
+	bad := wrap(body)
+	bad[16] ^= 1
+	cases := []struct {
+		name    string
+		content []byte
+		want    []byte
+	}{
+		{"plain", body, body},
+		{"wrapped", wrap(body), body},
+		{"wrapped empty body", wrap(nil), []byte{}},
+		{"bad crc", bad, nil},
+		{"short header", []byte("OMNIIPC1\x00\x00"), nil},
+		{"long length", append(wrap(body)[:19:19], 0, 1), nil},
+	}
+	dir := t.TempDir()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			key := shmtest.Key("wrapped")
+			// Play the Python producer: segment bytes and lock file.
+			if err := os.WriteFile(dir+"/"+key, c.content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dir+"/"+lockName(key), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, ok, err := Claim(dir, key)
+			if c.want == nil {
+				if !errors.Is(err, ErrCorrupt) || ok || got != nil {
+					t.Fatalf("got %d bytes ok=%v err=%v, want ErrCorrupt", len(got), ok, err)
+				}
+			} else if err != nil || !ok || !bytes.Equal(got, c.want) {
+				t.Fatalf("got %d bytes ok=%v err=%v", len(got), ok, err)
+			}
+			assertGone(t, dir, key)
+		})
+	}
+}
+
+func TestUnwrap(t *testing.T) {
+	body := []byte("\x82\xa1a\x01\xa1b\xc3")
+	w := wrap(body)
+	if len(w) != 20+len(body) || string(w[:8]) != "OMNIIPC1" {
+		t.Fatalf("wrap header % x", w[:20])
+	}
+	for i := 8; i < len(w); i++ {
+		c := bytes.Clone(w)
+		c[i] ^= 0x40
+		if _, err := unwrap(c); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("flipped byte %d accepted: %v", i, err)
+		}
+	}
+	for n := 0; n < len(w); n++ {
+		if _, err := unwrap(w[:n]); n >= 8 && !errors.Is(err, ErrCorrupt) {
+			t.Errorf("truncated to %d accepted: %v", n, err)
+		}
+	}
+	if got, err := unwrap(w); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("unwrap: %q %v", got, err)
+	}
+}
+
+func FuzzUnwrap(f *testing.F) {
+	f.Add([]byte("plain"))
+	f.Add(wrap([]byte("body")))
+	f.Add(wrap(nil))
+	f.Add([]byte("OMNIIPC1"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, err := unwrap(raw)
+		if !bytes.HasPrefix(raw, []byte(wrapMagic)) {
+			if err != nil || !bytes.Equal(got, raw) {
+				t.Fatalf("plain bytes changed: %v", err)
+			}
+			return
+		}
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) || got != nil {
+				t.Fatalf("error %v with %d bytes", err, len(got))
+			}
+			return
+		}
+		if !bytes.Equal(wrap(got), raw) {
+			t.Fatal("accepted a header that does not describe its body")
+		}
+	})
+}
+
+func TestConcurrentPutsAndClaims(t *testing.T) {
+	p := NewProducer(Options{})
+	defer p.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 25 {
+				key := shmtest.Key("conc")
+				data := payload(100+i, uint64(g*100+i))
+				if _, err := p.Put(key, data); err != nil {
+					errs <- err
+					return
+				}
+				got, ok, err := Claim("", key)
+				if err != nil || !ok || !bytes.Equal(got, data) {
+					errs <- fmt.Errorf("%s: ok=%v err=%v", key, ok, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestEmptyPayloadRefused(t *testing.T) {
+	p := NewProducer(Options{Dir: t.TempDir()})
+	defer p.Close()
+	if _, err := p.Put(shmtest.Key("empty"), nil); err == nil {
+		t.Fatal("empty payload accepted")
+	}
+}

@@ -1,0 +1,54 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Some builds of the Python side put a 20-byte header in front of a
+// segment's bytes (SPEC §6): magic, big-endian u64 payload length,
+// big-endian u32 CRC-32 (IEEE) of the payload.
+const (
+	wrapMagic  = "OMNIIPC1"
+	wrapHeader = 20
+)
+
+// ErrCorrupt is wrapped by the error for a segment whose OMNIIPC1 header
+// does not match its payload.
+var ErrCorrupt = errors.New("segment: corrupt OMNIIPC1 segment")
+
+// unwrap returns the payload inside raw: raw itself in the plain form, or
+// the checked body of the OMNIIPC1 form. Plain serialized bytes (SPEC §5)
+// never start with the magic: msgpack's 'O' is a complete one-byte value.
+// The result aliases raw.
+func unwrap(raw []byte) ([]byte, error) {
+	if len(raw) < len(wrapMagic) || string(raw[:len(wrapMagic)]) != wrapMagic {
+		return raw, nil
+	}
+	if len(raw) < wrapHeader {
+		return nil, fmt.Errorf("%w: %d bytes, header needs %d", ErrCorrupt, len(raw), wrapHeader)
+	}
+	size := binary.BigEndian.Uint64(raw[8:16])
+	want := binary.BigEndian.Uint32(raw[16:20])
+	body := raw[wrapHeader:]
+	if size != uint64(len(body)) {
+		return nil, fmt.Errorf("%w: header says %d payload bytes, segment holds %d", ErrCorrupt, size, len(body))
+	}
+	if got := crc32.ChecksumIEEE(body); got != want {
+		return nil, fmt.Errorf("%w: CRC-32 %#08x, header says %#08x", ErrCorrupt, got, want)
+	}
+	return body, nil
+}
+
+// wrap returns payload in the OMNIIPC1 form. Producers write the plain form;
+// this exists for tests that play the wrapping Python build.
+func wrap(payload []byte) []byte {
+	out := make([]byte, wrapHeader+len(payload))
+	copy(out, wrapMagic)
+	binary.BigEndian.PutUint64(out[8:16], uint64(len(payload)))
+	binary.BigEndian.PutUint32(out[16:20], crc32.ChecksumIEEE(payload))
+	copy(out[wrapHeader:], payload)
+	return out
+}
