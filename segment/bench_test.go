@@ -144,4 +144,3 @@ func BenchmarkClaimMiss(b *testing.B) {
 		}
 	}
 }
-
