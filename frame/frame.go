@@ -1,0 +1,284 @@
+// Package frame is the tensor frame (SPEC §4, payload kind 1): a msgpack
+// header naming each tensor's dtype, shape and offset, then the tensors' raw
+// bytes, 16-aligned, so a producer copies tensor data straight into shared
+// memory and a receiver copies it straight out.
+package frame
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+
+	"omnishm/tensor"
+	"omnishm/wire"
+)
+
+// ErrTooLarge is returned by Prepare when the frame would exceed its limit;
+// the caller sends the payload another way (SPEC §9's per-key segment).
+var ErrTooLarge = errors.New("frame: payload larger than the limit")
+
+// ErrCorrupt is returned (wrapped) by Decode for bytes that are not a valid
+// tensor frame.
+var ErrCorrupt = errors.New("frame: corrupt tensor frame")
+
+const (
+	refCode   = 42 // msgpack ext type of a tensor reference, SPEC §4
+	nonceSize = 16
+	refSize   = nonceSize + 4 // nonce || u32 LE index
+
+	// ownerLimit is SPEC §4's receiver rule: up to this much tensor data
+	// shares one allocation; beyond it each tensor gets its own.
+	ownerLimit = 64 << 10
+)
+
+func align16(n int) int { return (n + 15) &^ 15 }
+
+// region is one tensor's place in the frame's data area.
+type region struct {
+	t      *tensor.Tensor
+	offset int
+	size   int
+}
+
+// Prepared is a payload ready to be written: its header is encoded, its
+// tensors are referenced, not copied. The source tensors must not change
+// until Write returns.
+type Prepared struct {
+	tree      []byte // msgpack tree, tensors as references (or the plain form)
+	desc      []byte // descriptors, without their array header
+	regions   []region
+	nonce     [nonceSize]byte
+	ref       [refSize]byte // scratch for the reference being encoded
+	headerLen int
+	dataSize  int
+	size      int
+	limit     int
+
+	// Inline storage: a small payload is prepared in one allocation.
+	treeBuf    [256]byte
+	descBuf    [64]byte
+	regionsBuf [4]region
+}
+
+// Prepare walks v once (see wire.Encoder for the accepted values). With
+// tensors, it lays out a tensor frame; without, the result is v's plain
+// msgpack form (payload kind 0, SPEC §4), exactly wire.Marshal's bytes.
+//
+// limit > 0 bounds the frame: Prepare returns ErrTooLarge, before copying
+// any tensor, array or image data, as soon as an array or image is larger
+// than limit, the tensors' data passes it, or the whole frame would. Like
+// the Python reference, a tensor-free result is only checked for its arrays
+// and images; compare Size with the room you have.
+func Prepare(v any, limit int) (*Prepared, error) {
+	p := &Prepared{limit: limit}
+	p.tree, p.desc, p.regions = p.treeBuf[:0], p.descBuf[:0], p.regionsBuf[:0]
+	enc := wire.Encoder{Tensor: p.reference}
+	if limit > 0 {
+		enc.CheckLeaf = p.checkLeaf
+	}
+	var err error
+	if p.tree, err = enc.Append(p.tree, v); err != nil {
+		return nil, fmt.Errorf("frame: %w", err)
+	}
+	if len(p.regions) == 0 {
+		p.size = len(p.tree)
+		return p, nil
+	}
+	var scratch [8]byte
+	p.headerLen = 1 + len(wire.AppendArrayHeader(scratch[:0], len(p.regions))) + len(p.desc) +
+		len(wire.AppendBinHeader(scratch[:0], len(p.tree))) + len(p.tree) + 2 + nonceSize
+	if p.headerLen > math.MaxUint32 {
+		return nil, fmt.Errorf("frame: header of %d bytes: %w", p.headerLen, ErrTooLarge)
+	}
+	p.size = align16(4+p.headerLen) + p.dataSize
+	if limit > 0 && p.size > limit {
+		return nil, fmt.Errorf("frame: %d bytes, limit %d: %w", p.size, limit, ErrTooLarge)
+	}
+	return p, nil
+}
+
+func (p *Prepared) checkLeaf(n int) error {
+	if n > p.limit {
+		return fmt.Errorf("frame: leaf of %d bytes, limit %d: %w", n, p.limit, ErrTooLarge)
+	}
+	return nil
+}
+
+// reference records t's region and descriptor and returns its ext 42.
+func (p *Prepared) reference(t *tensor.Tensor) (wire.Ext, error) {
+	if len(p.regions) == 0 {
+		p.newNonce()
+	}
+	offset := align16(p.dataSize)
+	index := len(p.regions)
+	if index > math.MaxUint32 {
+		return wire.Ext{}, fmt.Errorf("frame: %d tensors: %w", index, ErrTooLarge)
+	}
+	p.regions = append(p.regions, region{t: t, offset: offset, size: len(t.Data)})
+	p.dataSize = offset + len(t.Data)
+	if p.limit > 0 && p.dataSize > p.limit {
+		return wire.Ext{}, fmt.Errorf("frame: tensor data passes %d bytes, limit %d: %w", p.dataSize, p.limit, ErrTooLarge)
+	}
+	// Descriptor [dtype_name, shape, offset], SPEC §4.
+	p.desc = wire.AppendArrayHeader(p.desc, 3)
+	p.desc = wire.AppendString(p.desc, t.DType.String())
+	p.desc = wire.AppendArrayHeader(p.desc, len(t.Shape))
+	for _, d := range t.Shape {
+		p.desc = wire.AppendInt(p.desc, int64(d))
+	}
+	p.desc = wire.AppendInt(p.desc, int64(offset))
+	// The encoder copies the ext's data at once, so one scratch serves all.
+	copy(p.ref[:], p.nonce[:])
+	binary.LittleEndian.PutUint32(p.ref[nonceSize:], uint32(index))
+	return wire.Ext{Code: refCode, Data: p.ref[:]}, nil
+}
+
+// newNonce draws the message's nonce. It only has to make a literal ext 42
+// in the payload unlikely to match (SPEC §4); the runtime's per-thread
+// ChaCha8 source is seeded from the OS and costs nanoseconds.
+func (p *Prepared) newNonce() {
+	binary.LittleEndian.PutUint64(p.nonce[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(p.nonce[8:], rand.Uint64())
+}
+
+// Tensors reports whether the payload is a tensor frame (kind 1) rather than
+// plain msgpack (kind 0).
+func (p *Prepared) Tensors() bool { return len(p.regions) > 0 }
+
+// Size is the number of bytes Write writes.
+func (p *Prepared) Size() int { return p.size }
+
+// Write writes the payload to dst[:Size()]: the header, zero padding, and
+// each tensor's bytes copied straight from its source to its 16-aligned
+// offset. It fails if dst is short or a source tensor's data changed size
+// since Prepare.
+func (p *Prepared) Write(dst []byte) error {
+	if len(dst) < p.size {
+		return fmt.Errorf("frame: destination of %d bytes, need %d: %w", len(dst), p.size, io.ErrShortBuffer)
+	}
+	if len(p.regions) == 0 {
+		copy(dst, p.tree)
+		return nil
+	}
+	for i, r := range p.regions {
+		if len(r.t.Data) != r.size {
+			return fmt.Errorf("frame: tensor %d changed from %d to %d bytes since Prepare", i, r.size, len(r.t.Data))
+		}
+	}
+	dst = dst[:p.size:p.size]
+	binary.LittleEndian.PutUint32(dst, uint32(p.headerLen))
+	// Appending within dst's capacity writes the header in place.
+	h := append(dst[4:4], 0x93) // [descriptors, tree, nonce]
+	h = wire.AppendArrayHeader(h, len(p.regions))
+	h = append(h, p.desc...)
+	h = wire.AppendBinHeader(h, len(p.tree))
+	h = append(h, p.tree...)
+	h = wire.AppendBinHeader(h, nonceSize)
+	h = append(h, p.nonce[:]...)
+	pos := 4 + len(h)
+	start := align16(4 + p.headerLen)
+	for _, r := range p.regions {
+		at := start + r.offset
+		clear(dst[pos:at])
+		pos = at + copy(dst[at:], r.t.Data)
+	}
+	return nil
+}
+
+// Decode decodes a tensor frame into memory the receiver owns: nothing in
+// the result aliases b (SPEC §3: no view of ring memory escapes). Tensors
+// of a small frame (data ≤ 64 KiB, or a single tensor) share one allocation;
+// otherwise each has its own, so keeping a small tensor does not keep a
+// large one alive (SPEC §4).
+func Decode(b []byte) (any, error) {
+	if len(b) < 4 {
+		return nil, corrupt("%d bytes, no header length", len(b))
+	}
+	headerLen := uint64(binary.LittleEndian.Uint32(b))
+	if headerLen > uint64(len(b)-4) || align16(4+int(headerLen)) > len(b) {
+		return nil, corrupt("header of %d bytes in a %d-byte payload", headerLen, len(b))
+	}
+	dataStart := align16(4 + int(headerLen))
+	data := b[dataStart:]
+	h := reader{b: b[4 : 4+headerLen]}
+	if n, err := h.arrayLen(); err != nil || n != 3 {
+		return nil, corrupt("header is not [descriptors, tree, nonce]")
+	}
+	count, err := h.arrayLen()
+	if err != nil {
+		return nil, err
+	}
+	var small [8]descriptor
+	descs := small[:0]
+	var dimsSmall [32]int
+	dims := dimsSmall[:0]
+	extent := 0
+	for i := range count {
+		d, err := h.descriptor(&dims, len(data))
+		if err != nil {
+			return nil, fmt.Errorf("descriptor %d: %w", i, err)
+		}
+		extent = max(extent, d.offset+d.size)
+		descs = append(descs, d)
+	}
+	tree, err := h.bin()
+	if err != nil {
+		return nil, err
+	}
+	nonce, err := h.bin()
+	if err != nil {
+		return nil, err
+	}
+	if len(h.b) != 0 {
+		return nil, corrupt("%d bytes after the header", len(h.b))
+	}
+
+	// One allocation for every tensor's shape, one for the tensors.
+	shapes := append([]int(nil), dims...)
+	tensors := make([]tensor.Tensor, len(descs))
+	var storage []byte
+	if len(data) <= ownerLimit || len(descs) == 1 {
+		storage = make([]byte, extent)
+		copy(storage, data)
+	}
+	for i, d := range descs {
+		t := &tensors[i]
+		t.DType = d.dtype
+		t.Shape = shapes[d.dims : d.dims+d.rank : d.dims+d.rank]
+		switch {
+		case d.size == 0:
+			t.Data = []byte{}
+		case storage != nil:
+			t.Data = storage[d.offset : d.offset+d.size : d.offset+d.size]
+		default:
+			t.Data = make([]byte, d.size)
+			copy(t.Data, data[d.offset:])
+		}
+	}
+
+	dec := wire.Decoder{Ext: func(e wire.Ext) (any, bool, error) {
+		// Only a reference with this message's nonce is a tensor; any
+		// other ext is a literal (SPEC §4).
+		if e.Code != refCode || len(e.Data) != refSize || !bytes.Equal(e.Data[:nonceSize], nonce) {
+			return nil, false, nil
+		}
+		index := binary.LittleEndian.Uint32(e.Data[nonceSize:])
+		if uint64(index) >= uint64(len(tensors)) {
+			return nil, false, corrupt("reference to tensor %d of %d", index, len(tensors))
+		}
+		return &tensors[index], true, nil
+	}}
+	v, err := dec.Decode(tree)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tree: %w", ErrCorrupt, err)
+	}
+	return v, nil
+}
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
+}

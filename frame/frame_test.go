@@ -1,0 +1,410 @@
+package frame_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"unsafe"
+
+	"omnishm/frame"
+	"omnishm/tensor"
+	"omnishm/wire"
+)
+
+// encode prepares and writes v, as a producer would into ring memory.
+func encode(t testing.TB, v any, limit int) (*frame.Prepared, []byte) {
+	t.Helper()
+	p, err := frame.Prepare(v, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, p.Size())
+	for i := range buf {
+		buf[i] = 0xee // Write must overwrite every byte, padding included
+	}
+	if err := p.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	return p, buf
+}
+
+// nonceOf returns the nonce of a frame: the last 16 bytes of its header.
+func nonceOf(t testing.TB, b []byte) []byte {
+	t.Helper()
+	n := int(binary.LittleEndian.Uint32(b))
+	return b[4+n-16 : 4+n]
+}
+
+func TestVectors(t *testing.T) {
+	for _, c := range loadIndex(t) {
+		if c.Frame == "" {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			raw := readVector(t, c.Frame)
+			got, err := frame.Decode(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sameValue(got, fromJSON(t, readVector(t, c.JSON))); err != nil {
+				t.Fatalf("Decode vs JSON: %v", err)
+			}
+			if c.Msgpack == "" {
+				return // conj_tensor: the reference refuses its msgpack form
+			}
+			mp := readVector(t, c.Msgpack)
+			plain, err := wire.Unmarshal(mp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sameValue(got, plain); err != nil {
+				t.Fatalf("Decode(frame) vs Unmarshal(msgpack): %v", err)
+			}
+			// Prepared again in the reference's map order, the frame is the
+			// reference's byte for byte but for the random nonce.
+			ordered, err := (&wire.Decoder{Ordered: true}).Decode(mp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, ours := encode(t, ordered, 0)
+			ours = bytes.ReplaceAll(ours, nonceOf(t, ours), nonceOf(t, raw))
+			if !bytes.Equal(ours, raw) {
+				t.Fatalf("frame differs:\n got %x\nwant %x", ours, raw)
+			}
+		})
+	}
+}
+
+func TestTensorFreeTreeIsPlainMsgpack(t *testing.T) {
+	for _, c := range loadIndex(t) {
+		if c.Frame != "" {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			mp := readVector(t, c.Msgpack)
+			v, err := (&wire.Decoder{Ordered: true}).Decode(mp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, out := encode(t, v, 1)
+			if p.Tensors() {
+				t.Fatal("a tensor-free tree made a tensor frame")
+			}
+			if !bytes.Equal(out, mp) {
+				t.Fatalf("plain form differs from the reference:\n got %x\nwant %x", out, mp)
+			}
+			want, err := wire.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(out, want) {
+				t.Fatal("plain form differs from wire.Marshal")
+			}
+		})
+	}
+}
+
+var allDTypes = []tensor.DType{
+	tensor.Bool, tensor.Uint8, tensor.Int8, tensor.Int16, tensor.Int32, tensor.Int64,
+	tensor.Uint16, tensor.Uint32, tensor.Uint64, tensor.Float16, tensor.BFloat16,
+	tensor.Float32, tensor.Float64, tensor.Complex64, tensor.Complex128,
+}
+
+// filled returns a tensor of the shape whose bytes count up from seed.
+func filled(t testing.TB, dt tensor.DType, seed byte, shape ...int) *tensor.Tensor {
+	t.Helper()
+	x, err := tensor.Zeros(dt, shape...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range x.Data {
+		x.Data[i] = seed + byte(i)
+	}
+	if dt == tensor.Bool {
+		for i := range x.Data {
+			x.Data[i] &= 1
+		}
+	}
+	return x
+}
+
+func TestRoundTripEveryDType(t *testing.T) {
+	for _, dt := range allDTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			payload := map[string]any{
+				"codes":  map[string]any{"audio": filled(t, dt, 1, 4, 6)},
+				"empty":  filled(t, dt, 0, 0),
+				"empty2": filled(t, dt, 0, 3, 0, 2),
+				"scalar": filled(t, dt, 7),
+				"deep":   []any{[]any{map[string]any{"x": []any{filled(t, dt, 9, 3)}}}},
+				"n":      int64(-5),
+				"f":      0.25,
+				"s":      "text",
+				"b":      []byte{0, 1},
+				"none":   nil,
+				"marker": map[string]any{"__tensor__": false, "dtype": "x", "shape": []any{}, "data": []byte{}},
+			}
+			p, buf := encode(t, payload, 0)
+			if !p.Tensors() {
+				t.Fatal("no tensor frame for a tree with tensors")
+			}
+			got, err := frame.Decode(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain, _ := wire.Marshal(payload)
+			want, _ := wire.Unmarshal(plain)
+			if err := sameValue(got, want); err != nil {
+				t.Fatal(err)
+			}
+			m := got.(map[string]any)
+			if s := m["scalar"].(*tensor.Tensor); len(s.Shape) != 0 || len(s.Data) != dt.ItemSize() {
+				t.Fatalf("0-d tensor came back as %v", s)
+			}
+			if _, ok := m["marker"].(map[string]any); !ok {
+				t.Fatalf("a false marker map became %T", m["marker"])
+			}
+		})
+	}
+}
+
+// Mirrors of the seed's OmniPayloadStruct (vllm_omni.data_entry_keys):
+// omitted defaults are absent from the map.
+type codesStruct struct {
+	Audio *tensor.Tensor `msgpack:"audio,omitempty"`
+	Video *tensor.Tensor `msgpack:"video,omitempty"`
+}
+
+type metaStruct struct {
+	Finished        *tensor.Tensor `msgpack:"finished,omitempty"`
+	LeftContextSize *int           `msgpack:"left_context_size,omitempty"`
+	Extra           string         `msgpack:"extra,omitempty"`
+}
+
+type omniPayload struct {
+	Codes      *codesStruct   `msgpack:"codes,omitempty"`
+	Hidden     *tensor.Tensor `msgpack:"hidden,omitempty"`
+	Meta       *metaStruct    `msgpack:"meta,omitempty"`
+	KVMetadata map[string]any `msgpack:"kv_metadata,omitempty"`
+	Skipped    string         `msgpack:"-"`
+	internal   int
+}
+
+func TestTypedPayloadMatchesReference(t *testing.T) {
+	ids := make([]int64, 28)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	audio, err := tensor.FromSlice(ids, 1, 28)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0
+	payload := omniPayload{
+		Codes:      &codesStruct{Audio: audio},
+		Meta:       &metaStruct{Finished: tensor.Scalar(false), LeftContextSize: &zero},
+		KVMetadata: map[string]any{"binary_handle": []byte{0x00, 0xff, 0x10}},
+		Skipped:    "never sent",
+		internal:   1,
+	}
+	mp, err := wire.Marshal(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := readVector(t, "typed_payload.msgpack"); !bytes.Equal(mp, want) {
+		t.Fatalf("msgpack differs:\n got %x\nwant %x", mp, want)
+	}
+	_, ours := encode(t, &payload, 0)
+	ref := readVector(t, "typed_payload.frame")
+	ours = bytes.ReplaceAll(ours, nonceOf(t, ours), nonceOf(t, ref))
+	if !bytes.Equal(ours, ref) {
+		t.Fatalf("frame differs:\n got %x\nwant %x", ours, ref)
+	}
+	got, err := frame.Decode(ours)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := got.(map[string]any)
+	if len(m) != 3 || len(m["codes"].(map[string]any)) != 1 {
+		t.Fatalf("omitted fields travelled: %v", m)
+	}
+	if m["meta"].(map[string]any)["left_context_size"] != int64(0) {
+		t.Fatalf("left_context_size = %v", m["meta"])
+	}
+}
+
+func TestArraysAndImagesKeepMarkerMaps(t *testing.T) {
+	arr := &tensor.Array{DType: "<i4", Shape: []int{2, 2}, Data: []byte{1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0}}
+	img := &tensor.Image{Mode: "RGB", Shape: []int{1, 2, 3}, Data: []byte{1, 2, 3, 4, 5, 6}}
+	payload := map[string]any{"a": arr, "img": img, "t": filled(t, tensor.Float32, 1, 2), "slice": []any{1, 7, 2}}
+	_, buf := encode(t, payload, 0)
+	if !bytes.Contains(buf, []byte("__ndarray__")) || !bytes.Contains(buf, []byte("__pil_image__")) || bytes.Contains(buf, []byte("__tensor__")) {
+		t.Fatal("arrays and images must keep marker maps, tensors must not")
+	}
+	got, err := frame.Decode(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := got.(map[string]any)
+	if !m["a"].(*tensor.Array).Equal(arr) || !m["img"].(*tensor.Image).Equal(img) {
+		t.Fatalf("leaves changed: %v", m)
+	}
+}
+
+func TestLiteralExtStaysLiteral(t *testing.T) {
+	ours := filled(t, tensor.Int64, 0, 2)
+	// Same shape as a reference, but a foreign nonce; and another code.
+	foreign := wire.Ext{Code: 42, Data: make([]byte, 20)}
+	short := wire.Ext{Code: 42, Data: []byte{1, 2, 3}}
+	other := wire.Ext{Code: 7, Data: []byte{9}}
+	_, buf := encode(t, []any{ours, foreign, short, other}, 0)
+	got, err := frame.Decode(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameValue(got, []any{ours, foreign, short, other}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A reference carrying this frame's nonce but a bad index is corrupt.
+func TestReferenceIndexOutOfRange(t *testing.T) {
+	_, buf := encode(t, []any{filled(t, tensor.Uint8, 0, 3)}, 0)
+	nonce := nonceOf(t, buf)
+	at := bytes.Index(buf, nonce) // the tree's reference comes first
+	binary.LittleEndian.PutUint32(buf[at+16:], 1)
+	if _, err := frame.Decode(buf); !errors.Is(err, frame.ErrCorrupt) {
+		t.Fatalf("err = %v, want ErrCorrupt", err)
+	}
+}
+
+func TestSourceOwnership(t *testing.T) {
+	src := filled(t, tensor.Int64, 1, 56)
+	_, buf := encode(t, map[string]any{"codes": src}, 0)
+	got, err := frame.Decode(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := src.Clone()
+	clear(src.Data)
+	clear(buf) // the ring slot is reused
+	if tt := got.(map[string]any)["codes"].(*tensor.Tensor); !tt.Equal(want) {
+		t.Fatalf("decoded tensor changed with its source: %v", tt)
+	}
+}
+
+func within(inner, outer []byte) bool {
+	if cap(inner) == 0 || cap(outer) == 0 {
+		return false
+	}
+	i := uintptr(unsafe.Pointer(unsafe.SliceData(inner)))
+	o := uintptr(unsafe.Pointer(unsafe.SliceData(outer)))
+	return i >= o && i < o+uintptr(cap(outer))
+}
+
+func TestLargeFrameGivesEachTensorItsOwner(t *testing.T) {
+	got, err := frame.Decode(readVector(t, "large_owner.frame"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := got.(map[string]any)
+	hidden, finished := m["hidden"].(*tensor.Tensor), m["finished"].(*tensor.Tensor)
+	if len(hidden.Data) != 65536 || cap(hidden.Data) != 65536 {
+		t.Fatalf("hidden: len %d cap %d", len(hidden.Data), cap(hidden.Data))
+	}
+	if cap(finished.Data) != 1 || within(finished.Data, hidden.Data) || within(hidden.Data, finished.Data) {
+		t.Fatal("the 1-byte tensor shares the 64 KiB tensor's allocation")
+	}
+}
+
+func TestSmallFrameSharesOneAllocation(t *testing.T) {
+	a, b := filled(t, tensor.Int64, 1, 8), filled(t, tensor.Uint8, 2, 3)
+	_, buf := encode(t, []any{a, b}, 0)
+	got, err := frame.Decode(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := got.([]any)
+	ga, gb := l[0].(*tensor.Tensor), l[1].(*tensor.Tensor)
+	// b follows a at the next 16-aligned offset of one storage.
+	if unsafe.SliceData(gb.Data) != (*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(ga.Data)), 64)) {
+		t.Fatal("small frame's tensors are not in one allocation")
+	}
+	if cap(ga.Data) != 64 {
+		t.Fatalf("a tensor's capacity %d reaches into its neighbour", cap(ga.Data))
+	}
+	if !ga.Equal(a) || !gb.Equal(b) {
+		t.Fatal("values changed")
+	}
+}
+
+func TestWriteZeroesPaddingAndChecksDestination(t *testing.T) {
+	p, buf := encode(t, []any{filled(t, tensor.Uint8, 1, 3), filled(t, tensor.Uint8, 1, 5)}, 0)
+	if bytes.IndexByte(buf, 0xee) >= 0 {
+		t.Fatal("Write left bytes of the destination unwritten")
+	}
+	if err := p.Write(make([]byte, p.Size()-1)); err == nil {
+		t.Fatal("Write accepted a short destination")
+	}
+}
+
+func TestLimit(t *testing.T) {
+	big := filled(t, tensor.Float32, 0, 1024)
+	cases := []struct {
+		name    string
+		payload any
+		limit   int
+		refused bool
+	}{
+		{"fits", map[string]any{"t": big}, 8192, false},
+		{"tensor data past the limit", map[string]any{"t": big}, 4095, true},
+		{"header pushes it past", map[string]any{"t": big}, 4096 + 8, true},
+		{"second tensor passes it", []any{filled(t, tensor.Uint8, 0, 60), filled(t, tensor.Uint8, 0, 60)}, 100, true},
+		{"array past the limit", map[string]any{"a": &tensor.Array{DType: "<f8", Shape: []int{1024}, Data: make([]byte, 8192)}}, 1024, true},
+		{"image past the limit", &tensor.Image{Mode: "L", Shape: []int{64, 64}, Data: make([]byte, 4096)}, 1024, true},
+		{"no limit", map[string]any{"t": big}, 0, false},
+		{"plain tree larger than the limit", make([]int64, 100), 10, false}, // like the reference: caller checks Size
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := frame.Prepare(c.payload, c.limit)
+			if c.refused {
+				if !errors.Is(err, frame.ErrTooLarge) {
+					t.Fatalf("err = %v, want ErrTooLarge", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.limit > 0 && p.Tensors() && p.Size() > c.limit {
+				t.Fatalf("size %d over limit %d", p.Size(), c.limit)
+			}
+		})
+	}
+}
+
+// A refused array or image is never snapshotted: refusing a 64 MiB array
+// allocates nothing near its size (the seed's
+// test_large_array_rejects_unused_framing_snapshot).
+func TestLimitRefusesWithoutCopying(t *testing.T) {
+	arr := &tensor.Array{DType: "<f8", Shape: []int{8 << 20}, Data: make([]byte, 64<<20)}
+	img := &tensor.Image{Mode: "L", Shape: []int{8192, 8192}, Data: make([]byte, 64<<20)}
+	huge := filled(t, tensor.Uint8, 0, 64<<20)
+	for name, v := range map[string]any{"array": arr, "image": img, "tensor": huge} {
+		payload := map[string]any{"leaf": v, "small": filled(t, tensor.Int64, 0, 4)}
+		var before, after testingMem
+		before.read()
+		allocs := testing.AllocsPerRun(5, func() {
+			if _, err := frame.Prepare(payload, 1<<20); !errors.Is(err, frame.ErrTooLarge) {
+				t.Fatalf("%s: err = %v", name, err)
+			}
+		})
+		after.read()
+		perRun := (after.bytes - before.bytes) / 6
+		if perRun > 64<<10 {
+			t.Fatalf("%s: refusing allocated %d bytes per run (%v allocs): data was copied", name, perRun, allocs)
+		}
+	}
+}
