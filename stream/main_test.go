@@ -1,0 +1,11 @@
+package stream
+
+import (
+	"testing"
+
+	"omnishm/internal/shmtest"
+)
+
+func TestMain(m *testing.M) {
+	shmtest.Main(m, roles)
+}

@@ -1,0 +1,275 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"omnishm/connector"
+)
+
+// DefaultQueueLimit is the number of chunks a Sender queues when
+// SenderOptions.QueueLimit is 0.
+const DefaultQueueLimit = 64
+
+// SenderOptions configure a Sender. The zero value is usable.
+type SenderOptions struct {
+	// QueueLimit bounds the chunks enqueued and not yet put (including the
+	// one being put); 0 means DefaultQueueLimit.
+	QueueLimit int
+	// FailWhenFull makes Send and Finish return ErrQueueFull on a full queue
+	// instead of blocking until there is room.
+	FailWhenFull bool
+	// AbortOnClose makes Close drop the chunks not yet put instead of putting
+	// them first. Queued releases run either way.
+	AbortOnClose bool
+}
+
+// Sender puts the chunk streams of many requests on one edge (from, to).
+// Send and Finish enqueue; one background goroutine puts the chunks in the
+// order they were enqueued, so the chunks of a request are published in
+// index order. It is safe for concurrent use.
+//
+// Ownership: a payload passed to Send or Finish (and every tensor in it)
+// belongs to the Sender until its chunk has been put; the connector copies
+// it then (SPEC §1), after which the caller may reuse its buffers.
+type Sender struct {
+	t        connector.Transport
+	from, to string
+	opts     SenderOptions
+
+	slots chan struct{} // one token per queued chunk: the memory bound
+	wake  chan struct{} // nudges the worker (capacity 1)
+	stop  chan struct{} // closed by Close: wakes blocked Sends
+	done  chan struct{} // closed when the worker has exited
+
+	mu       sync.Mutex
+	queue    []op
+	next     map[string]int  // next chunk index of each live request
+	finished map[string]bool // requests whose last chunk is enqueued
+	err      error           // first Put error
+	closed   bool
+	abort    bool
+
+	puts, dropped, reclaimed atomic.Int64
+	closeOnce                sync.Once
+}
+
+type op struct {
+	key     string
+	chunk   map[string]any // nil for a release
+	prefix  string         // a release's CleanupPrefix argument
+	release chan int
+}
+
+// NewSender starts a Sender of edge from->to over t. t stays the caller's:
+// Close does not close it. Close the Sender before the transport, and keep
+// the transport open until the receivers have drained (closing a connector
+// retires its unclaimed publications, SPEC §9).
+func NewSender(t connector.Transport, from, to string, opts SenderOptions) (*Sender, error) {
+	if err := checkName("from stage", from); err != nil {
+		return nil, err
+	}
+	if err := checkName("to stage", to); err != nil {
+		return nil, err
+	}
+	if opts.QueueLimit <= 0 {
+		opts.QueueLimit = DefaultQueueLimit
+	}
+	s := &Sender{
+		t: t, from: from, to: to, opts: opts,
+		slots:    make(chan struct{}, opts.QueueLimit),
+		wake:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		next:     map[string]int{},
+		finished: map[string]bool{},
+	}
+	go s.run()
+	return s, nil
+}
+
+// Send enqueues the next chunk of request, with meta.finished false. It
+// blocks while the queue is full (until there is room, ctx ends or the
+// Sender is closed) unless FailWhenFull is set. It returns the first put
+// error of the Sender, if any, instead of enqueueing.
+func (s *Sender) Send(ctx context.Context, request string, payload map[string]any) error {
+	return s.enqueue(ctx, request, payload, false)
+}
+
+// Finish enqueues the last chunk of request, with meta.finished true. The
+// request's chunks stay available to its reader until Release.
+func (s *Sender) Finish(ctx context.Context, request string, payload map[string]any) error {
+	return s.enqueue(ctx, request, payload, true)
+}
+
+func (s *Sender) enqueue(ctx context.Context, request string, payload map[string]any, last bool) error {
+	if err := checkName("request", request); err != nil {
+		return err
+	}
+	chunk, err := newChunk(payload, last)
+	if err != nil {
+		return err
+	}
+	if err := s.check(request); err != nil {
+		return err
+	}
+	// Take a slot before the index, so a Send that gives up uses no index.
+	if s.opts.FailWhenFull {
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			return ErrQueueFull
+		}
+	} else {
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.stop:
+			return ErrClosed
+		}
+	}
+	s.mu.Lock()
+	if err := s.checkLocked(request); err != nil {
+		s.mu.Unlock()
+		<-s.slots
+		return err
+	}
+	n := s.next[request]
+	s.next[request] = n + 1
+	if last {
+		s.finished[request] = true
+	}
+	s.queue = append(s.queue, op{key: Key(request, s.from, n), chunk: chunk})
+	s.mu.Unlock()
+	s.nudge()
+	return nil
+}
+
+func (s *Sender) check(request string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checkLocked(request)
+}
+
+func (s *Sender) checkLocked(request string) error {
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.err != nil:
+		return s.err
+	case s.finished[request]:
+		return fmt.Errorf("%w: %q", ErrFinished, request)
+	}
+	return nil
+}
+
+// Release retires every unclaimed chunk of request, through
+// CleanupPrefix({request}_{from}_), once the chunks enqueued before it have
+// been put: nothing is retired on the caller's goroutine. The returned
+// channel receives the number of chunks reclaimed. Release forgets the
+// request: a later Send of the same id starts again at chunk 0 (request ids
+// should not be reused, SPEC §6). Call it for every request, finished or
+// abandoned, so the Sender's per-request state stays bounded.
+func (s *Sender) Release(request string) <-chan int {
+	result := make(chan int, 1)
+	s.mu.Lock()
+	delete(s.next, request)
+	delete(s.finished, request)
+	if s.closed {
+		// Behind whatever the closing worker still puts, then here.
+		s.mu.Unlock()
+		<-s.done
+		n := s.t.CleanupPrefix(Prefix(request, s.from))
+		s.reclaimed.Add(int64(n))
+		result <- n
+		return result
+	}
+	// Releases take no slot: they hold no payload, and there is at most one
+	// per request, so they cannot grow the queue without bound.
+	s.queue = append(s.queue, op{prefix: Prefix(request, s.from), release: result})
+	s.mu.Unlock()
+	s.nudge()
+	return result
+}
+
+// Reclaimed is the total number of chunks that releases have reclaimed.
+func (s *Sender) Reclaimed() int { return int(s.reclaimed.Load()) }
+
+// Puts is the number of chunks put so far.
+func (s *Sender) Puts() int { return int(s.puts.Load()) }
+
+// Err returns the first put error, if any. After it, the Sender puts no more
+// chunks (a gap would stall the request's reader) and Send returns it.
+func (s *Sender) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Close stops the Sender: new sends fail with ErrClosed, the queued chunks
+// are put (or dropped, with AbortOnClose) and the queued releases run, then
+// it returns the first put error. It is idempotent and does not close the
+// transport.
+func (s *Sender) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.abort = s.opts.AbortOnClose
+		s.mu.Unlock()
+		close(s.stop)
+		s.nudge()
+	})
+	<-s.done
+	return s.Err()
+}
+
+func (s *Sender) nudge() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the worker: it takes ops in order and performs them.
+func (s *Sender) run() {
+	defer close(s.done)
+	for {
+		s.mu.Lock()
+		for len(s.queue) == 0 {
+			if s.closed {
+				s.mu.Unlock()
+				return
+			}
+			s.mu.Unlock()
+			<-s.wake
+			s.mu.Lock()
+		}
+		o := s.queue[0]
+		s.queue[0] = op{}
+		s.queue = s.queue[1:]
+		skip := s.abort || s.err != nil
+		s.mu.Unlock()
+
+		if o.release != nil {
+			n := s.t.CleanupPrefix(o.prefix)
+			s.reclaimed.Add(int64(n))
+			o.release <- n
+			continue
+		}
+		if skip {
+			s.dropped.Add(1)
+		} else if _, _, err := s.t.Put(s.from, s.to, o.key, o.chunk); err != nil {
+			s.mu.Lock()
+			if s.err == nil {
+				s.err = fmt.Errorf("stream: put %s: %w", o.key, err)
+			}
+			s.mu.Unlock()
+		} else {
+			s.puts.Add(1)
+		}
+		<-s.slots
+	}
+}
