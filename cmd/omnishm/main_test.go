@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"omnishm/internal/shmtest"
+)
+
+// cliEnv makes the test binary run the command line instead of the tests,
+// so tests drive the real program as a child process without building it.
+const cliEnv = "OMNISHM_CLI_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(cliEnv) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	shmtest.Main(m, nil)
+}
+
+// result is what one run of the command line produced.
+type result struct {
+	stdout, stderr []byte
+	code           int
+}
+
+// omnishm runs `omnishm args...` as a child process with stdin as its
+// input. Tests of every subcommand use it.
+func omnishm(t *testing.T, stdin []byte, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("omnishm %v: %v", args, err)
+	}
+	return result{out.Bytes(), errOut.Bytes(), code}
+}
+
+// wantFailure checks a failed run: the status, and one line on stderr that
+// mentions msg.
+func (r result) wantFailure(t *testing.T, code int, msg string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit status %d, want %d (stderr %q)", r.code, code, r.stderr)
+	}
+	errText := string(r.stderr)
+	if strings.Count(errText, "\n") != 1 || !strings.HasSuffix(errText, "\n") {
+		t.Errorf("stderr is not one line: %q", errText)
+	}
+	if !strings.Contains(errText, msg) {
+		t.Errorf("stderr %q does not mention %q", errText, msg)
+	}
+	if !strings.HasPrefix(errText, "omnishm") {
+		t.Errorf("stderr %q does not start with the program name", errText)
+	}
+}
+
+func (r result) wantSuccess(t *testing.T) {
+	t.Helper()
+	if r.code != 0 || len(r.stderr) != 0 {
+		t.Fatalf("exit status %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	r := omnishm(t, nil, "help")
+	r.wantSuccess(t)
+	for _, name := range []string{"encode", "decode"} {
+		if !strings.Contains(string(r.stdout), "  "+name+" ") {
+			t.Errorf("help does not list %s:\n%s", name, r.stdout)
+		}
+	}
+	for _, args := range [][]string{{"help", "encode"}, {"encode", "--help"}, {"encode", "-h"}} {
+		r := omnishm(t, nil, args...)
+		r.wantSuccess(t)
+		if !strings.HasPrefix(string(r.stdout), "usage: omnishm encode --as frame|msgpack") ||
+			!strings.Contains(string(r.stdout), "-as string") {
+			t.Errorf("%v printed:\n%s", args, r.stdout)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"help", "frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"encode", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"encode"}, "--as is required"},
+		{[]string{"encode", "--as", "json"}, `--as "json"`},
+		{[]string{"encode", "--as", "frame", "a", "b"}, "at most one input file"},
+		{[]string{"decode", "--as", "cbor"}, `--as "cbor"`},
+		{[]string{"decode", "a", "b"}, "at most one input file"},
+		{[]string{"decode", "--as"}, "flag needs an argument"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			omnishm(t, nil, c.args...).wantFailure(t, exitUsage, c.msg)
+		})
+	}
+	r := omnishm(t, nil)
+	if r.code != exitUsage || !strings.Contains(string(r.stderr), "usage: omnishm COMMAND") {
+		t.Errorf("no arguments: status %d, stderr %q", r.code, r.stderr)
+	}
+}
