@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"omnishm/frame"
 	"omnishm/jsonform"
 	"omnishm/wire"
 )
@@ -206,5 +207,52 @@ func TestSameNumber(t *testing.T) {
 		if got := sameNumber(c.a, c.b); got != c.want {
 			t.Errorf("sameNumber(%s, %s) = %v", c.a, c.b, got)
 		}
+	}
+}
+
+// TestVectorsFrame: each C.frame, decoded by frame, prints as C.json; and
+// C.json, read by jsonform and laid out by frame.Prepare, decodes to the
+// same. A tensor-free case has no frame form: Prepare gives its msgpack.
+func TestVectorsFrame(t *testing.T) {
+	for _, c := range loadIndex(t) {
+		if c.Frame == "" && !c.FrameIsPlainMsgpack {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			want := readVector(t, c.JSON)
+			if c.Frame != "" {
+				v, err := frame.Decode(readVector(t, c.Frame))
+				if err != nil {
+					t.Fatal(err)
+				}
+				requireSameJSON(t, "decoded "+c.Frame, marshal(t, v), want)
+			}
+
+			in, err := jsonform.Unmarshal(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := frame.Prepare(in, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Tensors() == c.FrameIsPlainMsgpack {
+				t.Fatalf("Tensors() = %v for a case with frame_is_plain_msgpack = %v", p.Tensors(), c.FrameIsPlainMsgpack)
+			}
+			b := make([]byte, p.Size())
+			if err := p.Write(b); err != nil {
+				t.Fatal(err)
+			}
+			var back any
+			if p.Tensors() {
+				back, err = frame.Decode(b)
+			} else {
+				back, err = wire.Unmarshal(b)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireSameJSON(t, "re-encoded "+c.JSON, marshal(t, back), want)
+		})
 	}
 }
