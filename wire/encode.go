@@ -22,7 +22,8 @@ import (
 // and other maps (keys sorted, so the output is deterministic), pointers and
 // interfaces (nil is nil), and structs as maps of their exported fields in
 // field order, named and filtered by `msgpack:"name,omitempty"` tags
-// (`msgpack:"-"` skips a field). Anything else is ErrUnsupported.
+// (`msgpack:"-"` skips a field). A nil slice, map or pointer is nil, as in
+// encoding/json. Anything else is ErrUnsupported.
 type Encoder struct {
 	// Tensor, if set, replaces each tensor by the extension it returns,
 	// instead of the tensor's marker map.
@@ -88,6 +89,9 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 	case string:
 		return AppendString(b, x), nil
 	case []byte:
+		if x == nil {
+			return appendNil(b), nil
+		}
 		return appendBin(b, x), nil
 	case Ext:
 		return appendExt(b, x.Code, x.Data), nil
@@ -109,30 +113,51 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 		}
 		return s.image(b, x)
 	case []any:
+		if x == nil {
+			return appendNil(b), nil
+		}
 		return s.list(b, x)
 	case map[string]any:
+		if x == nil {
+			return appendNil(b), nil
+		}
 		return s.stringMap(b, x)
 	case Map:
+		if x == nil {
+			return appendNil(b), nil
+		}
 		return s.orderedMap(b, x)
 	case []int64:
+		if x == nil {
+			return appendNil(b), nil
+		}
 		b = AppendArrayHeader(b, len(x))
 		for _, n := range x {
 			b = AppendInt(b, n)
 		}
 		return b, nil
 	case []int:
+		if x == nil {
+			return appendNil(b), nil
+		}
 		b = AppendArrayHeader(b, len(x))
 		for _, n := range x {
 			b = AppendInt(b, int64(n))
 		}
 		return b, nil
 	case []float64:
+		if x == nil {
+			return appendNil(b), nil
+		}
 		b = AppendArrayHeader(b, len(x))
 		for _, f := range x {
 			b = appendFloat(b, f)
 		}
 		return b, nil
 	case []string:
+		if x == nil {
+			return appendNil(b), nil
+		}
 		b = AppendArrayHeader(b, len(x))
 		for _, str := range x {
 			b = AppendString(b, str)
