@@ -1,0 +1,212 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// This file is the thin I/O layer around layout.go: it creates, maps,
+// locks and stamps files; frame arithmetic stays in the pure core.
+
+var (
+	// errBusy: another process holds a lock we only try (LOCK_NB); a miss.
+	errBusy = errors.New("ring: lock busy")
+	// errGone: the ring file no longer exists; its marker is stale.
+	errGone = errors.New("ring: ring file gone")
+	// errDead: the ring's producer is proven gone (exited, or its pid now
+	// names a process with another start time).
+	errDead = errors.New("ring: producer gone")
+)
+
+// Replaceable in tests (export_test.go): fallocate so a full /dev/shm can
+// be simulated, the stamp write so a denied stamp can, and the clock so
+// the stamp's "previous + 1 ns" rule is visible (SPEC §7).
+var (
+	fallocate = unix.Fallocate
+	setStamp  = stampDir
+	nowNanos  = func() int64 { return time.Now().UnixNano() }
+)
+
+// counters are observed by tests to prove that an empty poll takes no lock,
+// scans no directory and stats nothing.
+type counters struct {
+	flocks, dirScans, dirStats, livenessChecks atomic.Int64
+}
+
+func (c *counters) flock(fd, how int) error {
+	c.flocks.Add(1)
+	for {
+		err := unix.Flock(fd, how)
+		if err != unix.EINTR {
+			if err == unix.EWOULDBLOCK {
+				return errBusy
+			}
+			return err
+		}
+	}
+}
+
+// mapping is one ring file mapped shared, read-write.
+type mapping struct {
+	fd       int
+	mem      []byte // whole file: header + data
+	data     []byte // mem[headerSize:], len == capacity
+	capacity uint64
+}
+
+// The header words are read without the lock on the miss path (SPEC §3
+// "a miss must be cheap"), so every access is atomic; mmap is page
+// aligned, so offsets 16 and 24 are 8-aligned.
+func (m *mapping) word(off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&m.mem[off]))
+}
+func (m *mapping) head() uint64     { return m.word(offHead).Load() }
+func (m *mapping) tail() uint64     { return m.word(offTail).Load() }
+func (m *mapping) setHead(v uint64) { m.word(offHead).Store(v) }
+func (m *mapping) setTail(v uint64) { m.word(offTail).Store(v) }
+
+func (m *mapping) close() {
+	if m.mem != nil {
+		unix.Munmap(m.mem)
+		m.mem, m.data = nil, nil
+	}
+	if m.fd >= 0 {
+		unix.Close(m.fd)
+		m.fd = -1
+	}
+}
+
+// createRing makes a producer's ring file (SPEC §3): exclusive, 0600,
+// fully allocated (so a full /dev/shm fails here and not with SIGBUS on a
+// later put), mapped and zero-filled once, header written under the lock.
+// created is called once the file exists; removed after it is unlinked on
+// failure.
+func createRing(path string, capacity uint64, pid int, start uint64, c *counters, created, removed func(string)) (m *mapping, err error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("ring: create %s: %w", path, err)
+	}
+	created(path)
+	m = &mapping{fd: fd, capacity: capacity}
+	defer func() {
+		if err != nil {
+			m.close()
+			unix.Unlink(path)
+			removed(path)
+		}
+	}()
+	size := int64(headerSize + capacity)
+	if err := unix.Ftruncate(fd, size); err != nil {
+		return nil, fmt.Errorf("ring: size %s: %w", path, err)
+	}
+	if err := c.flock(fd, unix.LOCK_EX); err != nil {
+		return nil, fmt.Errorf("ring: lock %s: %w", path, err)
+	}
+	defer c.flock(fd, unix.LOCK_UN)
+	if err := fallocate(fd, 0, 0, size); err != nil {
+		return nil, fmt.Errorf("ring: allocate %s: %w", path, err)
+	}
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("ring: map %s: %w", path, err)
+	}
+	m.mem, m.data = mem, mem[headerSize:]
+	clear(mem) // fault every page once per edge, outside the put path
+	encodeHeader(mem, Header{Capacity: capacity, CreatorPID: uint64(pid), CreatorStart: start})
+	return m, nil
+}
+
+// attachRing maps another process's ring and validates its header under a
+// brief non-blocking lock (SPEC §7 attach). errGone if the file is absent,
+// errBusy on contention, ErrCorrupt for a bad header.
+func attachRing(path string, c *counters) (m *mapping, h Header, err error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ENOENT {
+			return nil, h, errGone
+		}
+		return nil, h, fmt.Errorf("ring: open %s: %w", path, err)
+	}
+	m = &mapping{fd: fd}
+	defer func() {
+		if err != nil {
+			m.close()
+		}
+	}()
+	if err := c.flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil, h, err
+	}
+	defer c.flock(fd, unix.LOCK_UN)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, h, fmt.Errorf("ring: stat %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < headerSize || st.Size > headerSize+MaxCapacity {
+		return nil, h, fmt.Errorf("%w: %s is not a ring file (%d bytes)", ErrCorrupt, path, st.Size)
+	}
+	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, h, fmt.Errorf("ring: map %s: %w", path, err)
+	}
+	m.mem, m.data = mem, mem[headerSize:]
+	h, err = decodeHeader(mem)
+	if err != nil {
+		return nil, h, fmt.Errorf("ring: %s: %w", path, err)
+	}
+	m.capacity = h.Capacity
+	return m, h, nil
+}
+
+// registryUpdate changes the ring directory (a marker create or remove)
+// under flock on it, then sets its mtime to max(previous + 1 ns, now):
+// directory mtimes can coincide within a clock tick, and receivers cache
+// discovery on this stamp, so it must change strictly (SPEC §7). If change
+// fails the stamp is left alone and its error returned.
+func registryUpdate(dir string, c *counters, change func(dirfd int) error) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("ring: open %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	if err := c.flock(fd, unix.LOCK_EX); err != nil {
+		return fmt.Errorf("ring: lock %s: %w", dir, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("ring: stat %s: %w", dir, err)
+	}
+	previous := st.Mtim.Nano()
+	if err := change(fd); err != nil {
+		return err
+	}
+	if err := setStamp(fd, max(previous+1, nowNanos())); err != nil {
+		return fmt.Errorf("ring: stamp %s: %w", dir, err)
+	}
+	return nil
+}
+
+// stampDir sets a directory's atime and mtime to ns through its fd
+// (futimens), as Python's os.utime(fd, ns=...) does.
+func stampDir(fd int, ns int64) error {
+	ts := []unix.Timespec{unix.NsecToTimespec(ns), unix.NsecToTimespec(ns)}
+	err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH)
+	if err == unix.EINVAL || err == unix.ENOENT { // kernels without AT_EMPTY_PATH here
+		err = unix.UtimesNano(fmt.Sprintf("/proc/self/fd/%d", fd), ts)
+	}
+	return err
+}
+
+// dirStamp is what a receiver caches per edge (SPEC §7).
+type dirStamp struct {
+	dev, ino uint64
+	mtime    int64
+}
+
+func stampOf(st *unix.Stat_t) dirStamp {
+	return dirStamp{dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtim.Nano()}
+}

@@ -1,0 +1,339 @@
+package ring
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// This file is the ring's pure core (SPEC §3): byte layout, frame
+// validation, reclaim, placement and scan over a byte slice. It makes no
+// system calls; the file layer maps a ring and drives it under flock.
+
+// ErrCorrupt is wrapped by every error about ring bytes that break SPEC §3
+// (bad magic, bounds, frame sizes). A corrupt ring is never read past.
+var ErrCorrupt = errors.New("ring: corrupt ring")
+
+// Kind is a frame's payload kind (SPEC §3).
+type Kind uint8
+
+const (
+	// KindBytes is a serialized msgpack payload (SPEC §5).
+	KindBytes Kind = 0
+	// KindTensors is a tensor frame (SPEC §4).
+	KindTensors Kind = 1
+	// kindPadding fills the end of the buffer at a wrap; never a payload.
+	kindPadding Kind = 2
+)
+
+// String names the kind as the protocol does.
+func (k Kind) String() string {
+	switch k {
+	case KindBytes:
+		return "bytes"
+	case KindTensors:
+		return "tensors"
+	case kindPadding:
+		return "padding"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+const (
+	headerSize      = 64
+	frameHeaderSize = 16
+	offCapacity     = 8
+	offHead         = 16
+	offTail         = 24
+	offCreatorPID   = 32
+	offCreatorStart = 40
+	offState        = 9 // of a frame header
+	stateReady      = 0
+	stateDone       = 1
+	maxKeyLen       = 65535
+
+	// MinCapacity and MaxCapacity bound a non-zero host_ring_bytes (SPEC §3).
+	MinCapacity = 4096
+	MaxCapacity = 64 << 20
+)
+
+var magic = [8]byte{'O', 'M', 'S', 'H', 'M', 'R', '0', '1'}
+
+func align16(n uint64) uint64 { return (n + 15) &^ 15 }
+
+// Header is a ring file's 64-byte header (SPEC §3).
+type Header struct {
+	Capacity     uint64
+	Head, Tail   uint64
+	CreatorPID   uint64
+	CreatorStart uint64 // field 22 of /proc/{pid}/stat when the ring was made
+}
+
+// FrameInfo describes one frame between tail and head, for tools.
+type FrameInfo struct {
+	Position   uint64
+	Total      int
+	PayloadLen int
+	Kind       Kind
+	Done       bool
+	Key        string
+}
+
+func encodeHeader(b []byte, h Header) {
+	copy(b[:8], magic[:])
+	le := binary.LittleEndian
+	le.PutUint64(b[offCapacity:], h.Capacity)
+	le.PutUint64(b[offHead:], h.Head)
+	le.PutUint64(b[offTail:], h.Tail)
+	le.PutUint64(b[offCreatorPID:], h.CreatorPID)
+	le.PutUint64(b[offCreatorStart:], h.CreatorStart)
+	clear(b[48:headerSize])
+}
+
+// decodeHeader checks what every reader checks before trusting a ring
+// (SPEC §7 attach): the magic, capacity == size - 64, tail <= head. It also
+// refuses what would make frame arithmetic meaningless (a capacity that is
+// zero or not 16-aligned, more used bytes than capacity); no valid producer
+// writes those.
+func decodeHeader(file []byte) (Header, error) {
+	if len(file) < headerSize {
+		return Header{}, fmt.Errorf("%w: %d bytes, shorter than the header", ErrCorrupt, len(file))
+	}
+	if [8]byte(file[:8]) != magic {
+		return Header{}, fmt.Errorf("%w: bad magic %q", ErrCorrupt, file[:8])
+	}
+	le := binary.LittleEndian
+	h := Header{
+		Capacity:     le.Uint64(file[offCapacity:]),
+		Head:         le.Uint64(file[offHead:]),
+		Tail:         le.Uint64(file[offTail:]),
+		CreatorPID:   le.Uint64(file[offCreatorPID:]),
+		CreatorStart: le.Uint64(file[offCreatorStart:]),
+	}
+	if err := h.check(uint64(len(file) - headerSize)); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+func (h Header) check(size uint64) error {
+	switch {
+	case h.Capacity != size:
+		return fmt.Errorf("%w: capacity %d but %d data bytes", ErrCorrupt, h.Capacity, size)
+	case h.Capacity == 0 || h.Capacity%16 != 0:
+		return fmt.Errorf("%w: capacity %d", ErrCorrupt, h.Capacity)
+	case h.Tail > h.Head:
+		return fmt.Errorf("%w: tail %d after head %d", ErrCorrupt, h.Tail, h.Head)
+	case h.Head-h.Tail > h.Capacity:
+		return fmt.Errorf("%w: %d used bytes in a capacity of %d", ErrCorrupt, h.Head-h.Tail, h.Capacity)
+	}
+	return nil
+}
+
+// frame is a decoded 16-byte frame header.
+type frame struct {
+	total, payloadLen uint32
+	kind              Kind
+	state             uint8
+	keyLen            uint16
+}
+
+// readFrame decodes and validates the frame at monotonic position pos of
+// data (the ring's data region, len == capacity), exactly as the Python
+// reader does: total >= 16, a multiple of 16, not crossing the end of the
+// buffer, and key+payload within total unless it is padding.
+func readFrame(data []byte, pos uint64) (frame, error) {
+	capacity := uint64(len(data))
+	if capacity < frameHeaderSize {
+		return frame{}, fmt.Errorf("%w: capacity %d", ErrCorrupt, capacity)
+	}
+	off := pos % capacity
+	if off+frameHeaderSize > capacity {
+		return frame{}, fmt.Errorf("%w: frame header at %d crosses the end", ErrCorrupt, pos)
+	}
+	b := data[off : off+frameHeaderSize]
+	le := binary.LittleEndian
+	f := frame{
+		total:      le.Uint32(b[0:]),
+		payloadLen: le.Uint32(b[4:]),
+		kind:       Kind(b[8]),
+		state:      b[offState],
+		keyLen:     le.Uint16(b[10:]),
+	}
+	total := uint64(f.total)
+	if total < frameHeaderSize || total%16 != 0 || off+total > capacity {
+		return frame{}, fmt.Errorf("%w: frame at %d has size %d", ErrCorrupt, pos, f.total)
+	}
+	if f.kind != kindPadding && frameHeaderSize+uint64(f.payloadLen)+uint64(f.keyLen) > total {
+		return frame{}, fmt.Errorf("%w: frame at %d: key %d + payload %d exceed size %d",
+			ErrCorrupt, pos, f.keyLen, f.payloadLen, f.total)
+	}
+	return f, nil
+}
+
+func writeFrame(data []byte, pos uint64, f frame) {
+	b := data[pos%uint64(len(data)):]
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], f.total)
+	le.PutUint32(b[4:], f.payloadLen)
+	b[8] = byte(f.kind)
+	b[offState] = f.state
+	le.PutUint16(b[10:], f.keyLen)
+	le.PutUint32(b[12:], 0)
+}
+
+// frameKey and framePayload return views of a frame validated by readFrame.
+func frameKey(data []byte, pos uint64, f frame) []byte {
+	start := pos%uint64(len(data)) + frameHeaderSize
+	return data[start : start+uint64(f.keyLen)]
+}
+
+func framePayload(data []byte, pos uint64, f frame) []byte {
+	start := pos%uint64(len(data)) + frameHeaderSize + uint64(f.keyLen)
+	return data[start : start+uint64(f.payloadLen) : start+uint64(f.payloadLen)]
+}
+
+// markDone retires a frame: the one-byte state write of SPEC §3.
+func markDone(data []byte, pos uint64) {
+	data[pos%uint64(len(data))+offState] = stateDone
+}
+
+// frameTotal is the ring footprint of a frame, 0 if it can never fit.
+func frameTotal(keyLen, payloadLen int) uint64 {
+	if keyLen < 0 || payloadLen < 0 || keyLen > maxKeyLen || payloadLen > 1<<32-64 {
+		return 0
+	}
+	return align16(frameHeaderSize + uint64(keyLen) + uint64(payloadLen))
+}
+
+// reclaim returns the new tail after advancing over done and padding frames
+// (SPEC §3 put): only the producer calls it, under the ring lock.
+func reclaim(data []byte, head, tail uint64) (uint64, error) {
+	for tail < head {
+		f, err := readFrame(data, tail)
+		if err != nil {
+			return tail, err
+		}
+		if f.kind != kindPadding && f.state != stateDone {
+			break
+		}
+		tail += uint64(f.total)
+	}
+	return tail, nil
+}
+
+// place decides where a frame of total bytes goes when the ring holds
+// [tail, head): at head, or after a padding frame that fills the buffer's
+// end (a frame never wraps). ok is false when padding + total exceeds the
+// free space: the caller refuses the put and nothing waits (SPEC §3).
+func place(capacity, head, tail, total uint64) (padding uint64, ok bool) {
+	off := head % capacity
+	if off+total > capacity {
+		padding = capacity - off
+	}
+	if padding+total > capacity-(head-tail) {
+		return 0, false
+	}
+	return padding, true
+}
+
+// index maps the keys of ready frames seen by a scan to their positions.
+// positions keeps scan order so entries reclaimed by the producer (or
+// overwritten after a wrap) are dropped once they fall behind tail.
+type index struct {
+	cursor    uint64
+	byKey     map[string]uint64
+	positions []keyAt // FIFO; consumed from first
+	first     int
+}
+
+type keyAt struct {
+	pos uint64
+	key string
+}
+
+func (ix *index) add(key string, pos uint64) {
+	if ix.byKey == nil {
+		ix.byKey = make(map[string]uint64)
+	}
+	ix.byKey[key] = pos
+	if ix.first > 0 && ix.first == len(ix.positions) {
+		ix.positions, ix.first = ix.positions[:0], 0
+	} else if ix.first > 64 && ix.first*2 > len(ix.positions) {
+		n := copy(ix.positions, ix.positions[ix.first:])
+		clear(ix.positions[n:])
+		ix.positions, ix.first = ix.positions[:n], 0
+	}
+	ix.positions = append(ix.positions, keyAt{pos, key})
+}
+
+// prune forgets positions before tail: those frames were reclaimed.
+func (ix *index) prune(tail uint64) {
+	for ix.first < len(ix.positions) && ix.positions[ix.first].pos < tail {
+		e := ix.positions[ix.first]
+		if p, ok := ix.byKey[e.key]; ok && p == e.pos {
+			delete(ix.byKey, e.key)
+		}
+		ix.positions[ix.first] = keyAt{}
+		ix.first++
+	}
+}
+
+// scan indexes the ready frames in [max(cursor, tail), head) by key and
+// prunes what fell behind tail (SPEC §3 get). On a corrupt frame the cursor
+// stays before it and the error wraps ErrCorrupt.
+func (ix *index) scan(data []byte, head, tail uint64) error {
+	if tail > head || head-tail > uint64(len(data)) {
+		return fmt.Errorf("%w: head %d, tail %d, capacity %d", ErrCorrupt, head, tail, len(data))
+	}
+	ix.cursor = max(ix.cursor, tail)
+	for ix.cursor < head {
+		pos := ix.cursor
+		f, err := readFrame(data, pos)
+		if err != nil {
+			return err
+		}
+		if pos+uint64(f.total) > head {
+			return fmt.Errorf("%w: frame at %d ends after head %d", ErrCorrupt, pos, head)
+		}
+		ix.cursor += uint64(f.total)
+		if f.kind != kindPadding && f.state == stateReady {
+			key := frameKey(data, pos, f)
+			if p, ok := ix.byKey[string(key)]; !ok || p != pos {
+				ix.add(string(key), pos)
+			}
+		}
+	}
+	ix.prune(tail)
+	return nil
+}
+
+// Parse reads a whole ring file (header + data) and lists the frames from
+// tail to head, for tools and tests. It never takes a lock: the caller
+// gives a consistent copy. Errors wrap ErrCorrupt; the frames read before a
+// corrupt one are returned with it.
+func Parse(file []byte) (Header, []FrameInfo, error) {
+	h, err := decodeHeader(file)
+	if err != nil {
+		return h, nil, err
+	}
+	data := file[headerSize:]
+	var frames []FrameInfo
+	for pos := h.Tail; pos < h.Head; {
+		f, err := readFrame(data, pos)
+		if err != nil {
+			return h, frames, err
+		}
+		if pos+uint64(f.total) > h.Head {
+			return h, frames, fmt.Errorf("%w: frame at %d ends after head %d", ErrCorrupt, pos, h.Head)
+		}
+		info := FrameInfo{Position: pos, Total: int(f.total), Kind: f.kind, Done: f.state == stateDone}
+		if f.kind != kindPadding {
+			info.PayloadLen = int(f.payloadLen)
+			info.Key = string(frameKey(data, pos, f))
+		}
+		frames = append(frames, info)
+		pos += uint64(f.total)
+	}
+	return h, frames, nil
+}

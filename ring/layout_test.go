@@ -1,0 +1,359 @@
+package ring
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+const vectors = "../testdata/vectors"
+
+// memRing is a ring in plain memory driven by the pure core, as the
+// producer drives a mapped one: used to test layout without /dev/shm.
+type memRing struct {
+	file []byte
+	ix   index
+}
+
+func newMemRing(capacity int) *memRing {
+	r := &memRing{file: make([]byte, headerSize+capacity)}
+	encodeHeader(r.file, Header{Capacity: uint64(capacity), CreatorPID: 1, CreatorStart: 2})
+	return r
+}
+
+func (r *memRing) data() []byte { return r.file[headerSize:] }
+func (r *memRing) head() uint64 { return binary.LittleEndian.Uint64(r.file[offHead:]) }
+func (r *memRing) tail() uint64 { return binary.LittleEndian.Uint64(r.file[offTail:]) }
+
+// put follows SPEC §3 put; it returns the frame position or ok=false.
+func (r *memRing) put(key string, payload []byte) (uint64, bool) {
+	data, capacity := r.data(), uint64(len(r.data()))
+	head := r.head()
+	tail, err := reclaim(data, head, r.tail())
+	if err != nil {
+		panic(err)
+	}
+	binary.LittleEndian.PutUint64(r.file[offTail:], tail)
+	total := frameTotal(len(key), len(payload))
+	padding, ok := place(capacity, head, tail, total)
+	if !ok {
+		return 0, false
+	}
+	if padding > 0 {
+		writeFrame(data, head, frame{total: uint32(padding), kind: kindPadding, state: stateDone})
+		head += padding
+	}
+	off := head % capacity
+	copy(data[off+frameHeaderSize:], key)
+	copy(data[off+frameHeaderSize+uint64(len(key)):], payload)
+	writeFrame(data, head, frame{total: uint32(total), payloadLen: uint32(len(payload)), keyLen: uint16(len(key))})
+	binary.LittleEndian.PutUint64(r.file[offHead:], head+total)
+	return head, true
+}
+
+// take follows SPEC §3 get on the reader's index.
+func (r *memRing) take(key string) ([]byte, bool) {
+	if err := r.ix.scan(r.data(), r.head(), r.tail()); err != nil {
+		panic(err)
+	}
+	pos, ok := r.ix.byKey[key]
+	if !ok {
+		return nil, false
+	}
+	delete(r.ix.byKey, key)
+	f, err := readFrame(r.data(), pos)
+	if err != nil || f.state != stateReady {
+		return nil, false
+	}
+	out := bytes.Clone(framePayload(r.data(), pos, f))
+	markDone(r.data(), pos)
+	return out, true
+}
+
+func TestAlign16(t *testing.T) {
+	for _, c := range []struct{ in, want uint64 }{{0, 0}, {1, 16}, {15, 16}, {16, 16}, {17, 32}, {4095, 4096}} {
+		if got := align16(c.in); got != c.want {
+			t.Errorf("align16(%d) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
+func TestPlace(t *testing.T) {
+	for _, c := range []struct {
+		name                 string
+		capacity, head, tail uint64
+		total, padding       uint64
+		ok                   bool
+	}{
+		{"empty", 4096, 0, 0, 1024, 0, true},
+		{"exact end", 4096, 3072, 3072, 1024, 0, true},
+		{"wrap pads", 4096, 3584, 3584, 1024, 512, true},
+		{"wrap after laps", 4096, 4096*5 + 3584, 4096*5 + 3584, 1024, 512, true},
+		{"full", 4096, 4096, 0, 16, 0, false},
+		{"padding does not fit", 4096, 3584, 1040, 1024, 0, false},
+		{"exactly fills", 4096, 3072, 0, 1024, 0, true},
+	} {
+		padding, ok := place(c.capacity, c.head, c.tail, c.total)
+		if padding != c.padding || ok != c.ok {
+			t.Errorf("%s: place = (%d, %v), want (%d, %v)", c.name, padding, ok, c.padding, c.ok)
+		}
+	}
+}
+
+func TestReadFrameRejects(t *testing.T) {
+	data := make([]byte, 256)
+	for _, c := range []struct {
+		name string
+		pos  uint64
+		f    frame
+	}{
+		{"too small", 0, frame{total: 0}},
+		{"not aligned", 0, frame{total: 40}},
+		{"crosses end", 224, frame{total: 48}},
+		{"payload past total", 0, frame{total: 32, payloadLen: 10, keyLen: 7}},
+	} {
+		clear(data)
+		writeFrame(data, c.pos, c.f)
+		if _, err := readFrame(data, c.pos); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: err = %v, want ErrCorrupt", c.name, err)
+		}
+	}
+	// padding needs no key/payload bounds
+	writeFrame(data, 0, frame{total: 32, payloadLen: 1000, kind: kindPadding, state: stateDone})
+	if _, err := readFrame(data, 0); err != nil {
+		t.Errorf("padding: %v", err)
+	}
+}
+
+func TestMemRingWrapsAndRecovers(t *testing.T) {
+	r := newMemRing(4096)
+	var last uint64
+	for i := range 300 {
+		key := fmt.Sprintf("wrap%d", i)
+		payload := bytes.Repeat([]byte{byte(i)}, 100+i%300)
+		pos, ok := r.put(key, payload)
+		if !ok {
+			t.Fatalf("put %d refused with nothing pending", i)
+		}
+		if i > 0 && pos <= last {
+			t.Fatalf("position %d not after %d", pos, last)
+		}
+		last = pos
+		got, ok := r.take(key)
+		if !ok || !bytes.Equal(got, payload) {
+			t.Fatalf("take %d: ok=%v, %d bytes", i, ok, len(got))
+		}
+	}
+	if r.head() < 4*4096 {
+		t.Fatalf("did not wrap: head %d", r.head())
+	}
+	// fill until refused, then consume and recover
+	n := 0
+	for ; ; n++ {
+		if _, ok := r.put(fmt.Sprintf("full%d", n), make([]byte, 900)); !ok {
+			break
+		}
+	}
+	if n < 3 || n > 4 {
+		t.Fatalf("%d frames of 928 bytes fit in 4096", n)
+	}
+	for i := range n {
+		if _, ok := r.take(fmt.Sprintf("full%d", i)); !ok {
+			t.Fatalf("full%d lost", i)
+		}
+	}
+	if _, ok := r.put("recovered", make([]byte, 900)); !ok {
+		t.Fatal("ring did not recover after frames were consumed")
+	}
+}
+
+type ringVector struct {
+	Capacity uint64   `json:"capacity"`
+	Head     uint64   `json:"head"`
+	Tail     uint64   `json:"tail"`
+	Consumed []string `json:"consumed"`
+	Ready    map[string]struct {
+		Case     string `json:"case"`
+		Position uint64 `json:"position"`
+		Size     int    `json:"size"`
+	} `json:"ready"`
+}
+
+func loadRingVector(t testing.TB) ([]byte, ringVector) {
+	t.Helper()
+	file, err := os.ReadFile(filepath.Join(vectors, "ring-4096.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(vectors, "ring-4096.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v ringVector
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	return file, v
+}
+
+func TestParsePythonRing(t *testing.T) {
+	file, want := loadRingVector(t)
+	h, frames, err := Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Capacity != want.Capacity || h.Head != want.Head || h.Tail != want.Tail {
+		t.Fatalf("header %+v, want capacity %d head %d tail %d", h, want.Capacity, want.Head, want.Tail)
+	}
+	ready := map[string]FrameInfo{}
+	padding := 0
+	for _, f := range frames {
+		switch {
+		case f.Kind == kindPadding:
+			padding++
+			if !f.Done || (f.Position+uint64(f.Total))%h.Capacity != 0 {
+				t.Errorf("padding frame %+v does not fill to the end", f)
+			}
+		case !f.Done:
+			ready[f.Key] = f
+		}
+	}
+	if padding != 1 {
+		t.Errorf("%d padding frames, want 1", padding)
+	}
+	if len(ready) != len(want.Ready) {
+		t.Errorf("%d ready frames, want %d", len(ready), len(want.Ready))
+	}
+	for key, w := range want.Ready {
+		f, ok := ready[key]
+		if !ok {
+			t.Errorf("%s missing", key)
+			continue
+		}
+		if f.Position != w.Position || f.PayloadLen != w.Size {
+			t.Errorf("%s at %d size %d, want %d size %d", key, f.Position, f.PayloadLen, w.Position, w.Size)
+		}
+		payload := framePayload(file[headerSize:], f.Position, frame{keyLen: uint16(len(f.Key)), payloadLen: uint32(f.PayloadLen)})
+		// Kind-0 payloads are the case's msgpack bytes; tensor frames carry a
+		// random nonce, so only their length matches the reference frame.
+		if f.Kind == KindBytes {
+			mp, err := os.ReadFile(filepath.Join(vectors, w.Case+".msgpack"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(payload, mp) {
+				t.Errorf("%s payload %x, want %x", key, payload, mp)
+			}
+		} else {
+			ref, err := os.ReadFile(filepath.Join(vectors, w.Case+".frame"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Kind != KindTensors || len(ref) != len(payload) {
+				t.Errorf("%s: kind %v, %d bytes; want tensors, %d", key, f.Kind, len(payload), len(ref))
+			}
+		}
+	}
+	// a reader's scan indexes exactly the ready keys
+	var ix index
+	if err := ix.scan(file[headerSize:], h.Head, h.Tail); err != nil {
+		t.Fatal(err)
+	}
+	if len(ix.byKey) != len(want.Ready) {
+		t.Errorf("scan indexed %v", ix.byKey)
+	}
+	for _, k := range want.Consumed {
+		if _, ok := ix.byKey[k]; ok {
+			t.Errorf("consumed %s indexed", k)
+		}
+	}
+}
+
+func TestParseRejectsCorruptHeaders(t *testing.T) {
+	file, _ := loadRingVector(t)
+	for _, c := range []struct {
+		name string
+		edit func(b []byte) []byte
+	}{
+		{"short", func(b []byte) []byte { return b[:63] }},
+		{"magic", func(b []byte) []byte { b[0] = 'X'; return b }},
+		{"capacity", func(b []byte) []byte { return b[:len(b)-16] }},
+		{"tail after head", func(b []byte) []byte { binary.LittleEndian.PutUint64(b[offTail:], 1<<40); return b }},
+		{"used > capacity", func(b []byte) []byte { binary.LittleEndian.PutUint64(b[offTail:], 0); return b }},
+		{"bad frame", func(b []byte) []byte { b[headerSize+15360%4096] = 3; return b }},
+	} {
+		_, _, err := Parse(c.edit(bytes.Clone(file)))
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: err = %v, want ErrCorrupt", c.name, err)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	file, err := os.ReadFile(filepath.Join(vectors, "ring-4096.bin"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(file)
+	f.Add(newMemRing(64).file)
+	f.Add([]byte("OMSHMR01"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, frames, err := Parse(b)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("error %v does not wrap ErrCorrupt", err)
+		}
+		for _, fr := range frames {
+			if fr.Position < h.Tail || fr.Position >= h.Head || fr.Total < 16 || fr.Total%16 != 0 {
+				t.Fatalf("frame %+v outside [%d, %d)", fr, h.Tail, h.Head)
+			}
+		}
+	})
+}
+
+// FuzzScanTake drives a reader's scan and take over arbitrary ring bytes,
+// with a head and tail the fuzzer picks: no panic, no read outside.
+func FuzzScanTake(f *testing.F) {
+	file, err := os.ReadFile(filepath.Join(vectors, "ring-4096.bin"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(file[headerSize:], uint64(17136), uint64(15360), "req55_0_55")
+	f.Add(make([]byte, 64), uint64(32), uint64(0), "")
+	f.Fuzz(func(t *testing.T, data []byte, head, tail uint64, key string) {
+		if len(data) < 16 {
+			return
+		}
+		data = data[:len(data)&^15]
+		var ix index
+		for range 2 {
+			if err := ix.scan(data, head, tail); err != nil {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatal(err)
+				}
+				return
+			}
+			for k, pos := range ix.byKey {
+				fr, err := readFrame(data, pos)
+				if err != nil {
+					t.Fatalf("indexed frame %q at %d: %v", k, pos, err)
+				}
+				_ = framePayload(data, pos, fr)
+				if string(frameKey(data, pos, fr)) != k {
+					t.Fatalf("key mismatch at %d", pos)
+				}
+			}
+			if pos, ok := ix.byKey[key]; ok {
+				markDone(data, pos)
+				delete(ix.byKey, key)
+			}
+			if nt, err := reclaim(data, head, tail); err == nil {
+				tail = nt
+			}
+		}
+	})
+}
