@@ -95,7 +95,7 @@ func TestPlace(t *testing.T) {
 		{"wrap pads", 4096, 3584, 3584, 1024, 512, true},
 		{"wrap after laps", 4096, 4096*5 + 3584, 4096*5 + 3584, 1024, 512, true},
 		{"full", 4096, 4096, 0, 16, 0, false},
-		{"padding does not fit", 4096, 3584, 1040, 1024, 0, false},
+		{"padding does not fit", 4096, 3584, 1008, 1024, 0, false},
 		{"exactly fills", 4096, 3072, 0, 1024, 0, true},
 	} {
 		padding, ok := place(c.capacity, c.head, c.tail, c.total)
