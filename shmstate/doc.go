@@ -1,0 +1,27 @@
+// Package shmstate is a read-only view, and a safe sweeper, of one user's
+// omnishm files in /dev/shm: host rings and their discovery markers
+// (SPEC §2, §3, §7), per-key segments and their lock files (SPEC §6), and
+// wakeup FIFOs (SPEC §8).
+//
+// Scan never waits on a lock: a ring whose lock is held by another process is
+// reported busy. Prune removes only what is provably abandoned, re-checking
+// each file under a non-blocking lock just before unlinking it:
+//   - rings (and markers) whose producer is dead: creator_start no longer
+//     matches /proc/{pid}/stat (SPEC §3, §7), never a live producer's;
+//   - markers with no ring file;
+//   - orphan lock files (segment gone, older than OrphanGrace; SPEC §6);
+//   - wakeup FIFOs with no reader (opening for writing gives ENXIO);
+//   - empty ring and wake directories;
+//   - per-key segments, only when asked (SegmentsOlderThan) and only when
+//     their lock can be taken without waiting.
+//
+// A per-key segment is a regular file of this uid, other than a ring file,
+// whose lock file shm_{key}_lockfile.lock exists beside it: every producer
+// (Go and Python) creates the lock before the segment and every receiver
+// removes the segment before the lock, so a segment without its lock is not
+// one this package can tell apart from another program's shared memory, and
+// it is never shown or touched.
+//
+// Liveness is judged by start time in this PID namespace; as SPEC §7 says,
+// ring endpoints must share one, and so must the tool.
+package shmstate

@@ -1,0 +1,442 @@
+package shmstate
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// PruneOptions select what Prune removes.
+type PruneOptions struct {
+	Options
+	// DryRun runs every check, including the non-blocking locks, and reports
+	// what would be removed without removing anything.
+	DryRun bool
+	// SegmentsOlderThan, when positive, also removes per-key segments (and
+	// their lock files) last written longer ago than this, if their lock can
+	// be taken without waiting. Zero leaves every segment alone.
+	SegmentsOlderThan time.Duration
+	// FIFOGrace is how old a reader-less FIFO must be before it is removed,
+	// so that one a receiver has just created and not yet opened is spared.
+	FIFOGrace time.Duration
+}
+
+// Removal is one path Prune removed (or, in a dry run, would remove), or
+// skipped and why.
+type Removal struct {
+	Path string `json:"path"`
+	// What is ring, marker, lock, segment, fifo or dir.
+	What   string `json:"what"`
+	Reason string `json:"reason"`
+}
+
+// Report is what one Prune did.
+type Report struct {
+	Removed []Removal `json:"removed"`
+	Skipped []Removal `json:"skipped"`
+}
+
+// errSkip marks a candidate that failed its re-check: not an error, the
+// file is simply not abandoned (any more).
+var errSkip = errors.New("skip")
+
+// errKeep marks a candidate that turned out not to be one (a directory that
+// is not empty): neither removed nor worth reporting.
+var errKeep = errors.New("keep")
+
+func skip(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errSkip}, a...)...)
+}
+
+// Prune removes this uid's abandoned omnishm files (see the package doc).
+// Each candidate found by Scan is re-checked just before removal, so files
+// that became live in between are kept. Only unexpected failures are
+// returned as errors; the rest are listed in Report.Skipped.
+func Prune(o PruneOptions) (Report, error) {
+	o.Options = o.withDefaults()
+	st, err := Scan(o.Options)
+	if err != nil {
+		return Report{}, err
+	}
+	var rep Report
+	var errs []error
+	note := func(r Removal, err error) {
+		switch {
+		case err == nil:
+			rep.Removed = append(rep.Removed, r)
+		case errors.Is(err, errSkip):
+			r.Reason = strings.TrimPrefix(err.Error(), errSkip.Error()+": ")
+			rep.Skipped = append(rep.Skipped, r)
+		case errors.Is(err, unix.ENOENT), errors.Is(err, errKeep):
+			// Someone else removed it first: nothing to report.
+		default:
+			errs = append(errs, fmt.Errorf("shmstate: prune %s: %w", r.Path, err))
+		}
+	}
+	for _, sc := range st.Scopes {
+		dir := filepath.Join(o.Dir, sc.RingDir)
+		for _, r := range sc.Rings {
+			if r.Producer != Dead {
+				continue
+			}
+			path := filepath.Join(o.Dir, r.Name)
+			marker := ""
+			if r.Marker {
+				marker = filepath.Join(dir, r.Name)
+			}
+			err := removeDeadRing(o, path, r.PID)
+			if err == nil && marker != "" {
+				note(Removal{Path: marker, What: "marker", Reason: "producer dead"}, nil)
+			}
+			note(Removal{Path: path, What: "ring", Reason: fmt.Sprintf("producer %d dead", r.PID)}, err)
+		}
+		for _, m := range sc.MarkersWithoutRing {
+			note(Removal{Path: filepath.Join(dir, m), What: "marker", Reason: "ring file gone"}, removeStaleMarker(o, dir, m))
+		}
+		for _, f := range sc.FIFOs {
+			if f.Reader {
+				continue
+			}
+			note(Removal{Path: filepath.Join(sc.WakeDir, f.Name), What: "fifo", Reason: "no reader"}, removeFIFO(o, filepath.Join(sc.WakeDir, f.Name)))
+		}
+		if sc.RingDirExists {
+			note(Removal{Path: dir, What: "dir", Reason: "empty ring directory"}, removeRingDir(o, dir, sc.RingDir, rep.Removed))
+		}
+		if sc.WakeDirExists {
+			note(Removal{Path: sc.WakeDir, What: "dir", Reason: "empty wake directory"}, removeWakeDir(o, sc.WakeDir, rep.Removed))
+		}
+	}
+	for _, l := range st.Locks {
+		path := filepath.Join(o.Dir, l.Name)
+		switch {
+		case l.Orphan:
+			note(Removal{Path: path, What: "lock", Reason: "orphan: segment gone"}, removeOrphanLock(o, l.Key))
+		case l.Segment && o.SegmentsOlderThan > 0:
+			seg := filepath.Join(o.Dir, l.Key)
+			err := removeSegment(o, l.Key)
+			note(Removal{Path: seg, What: "segment", Reason: "older than " + o.SegmentsOlderThan.String()}, err)
+			if err == nil {
+				note(Removal{Path: path, What: "lock", Reason: "its segment was removed"}, nil)
+			}
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// sameFile reports whether fd is still the file at path (nobody replaced it
+// since we opened it) and belongs to uid.
+func sameFile(fd int, path string, uid int) (unix.Stat_t, error) {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(fd, &a); err != nil {
+		return a, err
+	}
+	if err := unix.Lstat(path, &b); err != nil {
+		return a, err
+	}
+	if a.Dev != b.Dev || a.Ino != b.Ino {
+		return a, skip("replaced while checking")
+	}
+	if int(a.Uid) != uid {
+		return a, skip("owned by uid %d", a.Uid)
+	}
+	return a, nil
+}
+
+func openNoFollow(path string, flags int) (int, error) {
+	return unix.Open(path, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+}
+
+// removeDeadRing re-checks, under the ring's own lock taken without
+// waiting, that its producer is dead, then retires its marker (a registry
+// update, SPEC §7) and unlinks the file while still holding the lock.
+func removeDeadRing(o PruneOptions, path string, namePID int) error {
+	fd, err := openNoFollow(path, unix.O_RDONLY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return skip("ring lock held by another process")
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	if _, err := sameFile(fd, path, o.UID); err != nil {
+		return err
+	}
+	var hdr [ringHeaderSize]byte
+	n, _ := unix.Pread(fd, hdr[:], 0)
+	if n == ringHeaderSize && string(hdr[:8]) == ringMagic {
+		h, _ := parseRingHeader(hdr[:])
+		if liveness(h.creatorPID, h.creatorStart) != Dead {
+			return skip("producer alive")
+		}
+	} else if nameLiveness(namePID) != Dead {
+		return skip("producer alive, header not written yet")
+	}
+	if o.DryRun {
+		return nil
+	}
+	name := filepath.Base(path)
+	dir := filepath.Join(o.Dir, name[:len(ringDirPrefix(o.UID))+hashDigits])
+	err = registryUpdate(dir, func(dirfd int) error {
+		return ignoreNotExist(unix.Unlinkat(dirfd, name, 0))
+	})
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("retire marker: %w", err)
+	}
+	return unix.Unlink(path)
+}
+
+// removeStaleMarker unlinks a marker whose ring file is gone, re-checking
+// inside the registry update that the ring did not appear meanwhile.
+func removeStaleMarker(o PruneOptions, dir, name string) error {
+	check := func() error {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(o.Dir, name), &st); !errors.Is(err, unix.ENOENT) {
+			return skip("ring file exists")
+		}
+		if err := unix.Lstat(filepath.Join(dir, name), &st); err != nil {
+			return err
+		}
+		if int(st.Uid) != o.UID {
+			return skip("owned by uid %d", st.Uid)
+		}
+		return nil
+	}
+	if o.DryRun {
+		return check()
+	}
+	return registryUpdate(dir, func(dirfd int) error {
+		if err := check(); err != nil {
+			return err
+		}
+		return unix.Unlinkat(dirfd, name, 0)
+	})
+}
+
+// registryUpdate is SPEC §7's marker change: flock the ring directory, note
+// its mtime, change it, then set the mtime to max(previous+1ns, now) so
+// receivers see a strictly new stamp even within one clock tick.
+func registryUpdate(dir string, change func(dirfd int) error) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		return err
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if err := change(fd); err != nil {
+		return err
+	}
+	return setStamp(dir, unix.TimespecToNsec(st.Mtim))
+}
+
+func setStamp(dir string, previous int64) error {
+	stamp := max(previous+1, time.Now().UnixNano())
+	ts := unix.NsecToTimespec(stamp)
+	return unix.UtimesNanoAt(unix.AT_FDCWD, dir, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+func ignoreNotExist(err error) error {
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
+}
+
+// removeFIFO unlinks a wakeup FIFO that still has no reader and is older
+// than the grace period (a receiver opens its FIFO right after creating it).
+func removeFIFO(o PruneOptions, path string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return err
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFIFO:
+		return skip("not a FIFO")
+	case int(st.Uid) != o.UID:
+		return skip("owned by uid %d", st.Uid)
+	case o.FIFOGrace > 0 && o.Now.Sub(time.Unix(st.Ctim.Sec, st.Ctim.Nsec)) < o.FIFOGrace:
+		return skip("younger than %v", o.FIFOGrace)
+	case hasReader(path):
+		return skip("has a reader")
+	}
+	if o.DryRun {
+		return nil
+	}
+	return unix.Unlink(path)
+}
+
+// removedUnder counts the removals (done or planned) directly inside dir.
+func removedUnder(dir string, removed []Removal) map[string]bool {
+	m := map[string]bool{}
+	for _, r := range removed {
+		if filepath.Dir(r.Path) == dir {
+			m[filepath.Base(r.Path)] = true
+		}
+	}
+	return m
+}
+
+// emptyAfter reports whether dir holds nothing but the names in gone.
+func emptyAfter(dir string, gone map[string]bool) (bool, error) {
+	names, err := readNames(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, n := range names {
+		if !gone[n] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// removeRingDir removes an empty ring directory under its registry lock,
+// but never while a ring file of the scope exists: a producer creates the
+// directory, then its ring, then the marker (seed shm_ring.py put), and
+// must not lose the directory in between.
+func removeRingDir(o PruneOptions, dir, ringDir string, removed []Removal) error {
+	gone := removedUnder(dir, removed)
+	if empty, err := emptyAfter(dir, gone); err != nil || !empty {
+		return keepUnless(err)
+	}
+	if live, err := ringFilesOf(o, ringDir, removedUnder(o.Dir, removed)); err != nil || live {
+		return keepUnless(err)
+	}
+	if o.DryRun {
+		return nil
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		return err
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	if live, err := ringFilesOf(o, ringDir, nil); err != nil || live {
+		return keepUnless(err)
+	}
+	return ignoreNotEmpty(unix.Rmdir(dir))
+}
+
+// ringFilesOf reports whether a ring file of ring directory D exists,
+// other than the names in gone.
+func ringFilesOf(o PruneOptions, ringDir string, gone map[string]bool) (bool, error) {
+	names, err := readNames(o.Dir)
+	if err != nil {
+		return false, err
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, ringDir+"_") && !gone[n] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// removeWakeDir removes an empty wake directory; rmdir itself refuses a
+// directory that gained a FIFO meanwhile.
+func removeWakeDir(o PruneOptions, dir string, removed []Removal) error {
+	if empty, err := emptyAfter(dir, removedUnder(dir, removed)); err != nil || !empty {
+		return keepUnless(err)
+	}
+	if o.DryRun {
+		return nil
+	}
+	return ignoreNotEmpty(unix.Rmdir(dir))
+}
+
+func ignoreNotEmpty(err error) error {
+	if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+		return errKeep
+	}
+	return err
+}
+
+func keepUnless(err error) error {
+	if err == nil {
+		return errKeep
+	}
+	return err
+}
+
+// removeOrphanLock is SPEC §6's sweep: check, lock without waiting,
+// re-check (same inode, own uid, still old, segment still absent), unlink.
+func removeOrphanLock(o PruneOptions, key string) error {
+	path := filepath.Join(o.Dir, lockName(key))
+	fd, err := openNoFollow(path, unix.O_RDONLY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return skip("lock held")
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	st, err := sameFile(fd, path, o.UID)
+	if err != nil {
+		return err
+	}
+	if o.Now.Sub(time.Unix(st.Mtim.Sec, st.Mtim.Nsec)) <= OrphanGrace {
+		return skip("younger than %v", OrphanGrace)
+	}
+	var seg unix.Stat_t
+	if err := unix.Lstat(filepath.Join(o.Dir, key), &seg); !errors.Is(err, unix.ENOENT) {
+		return skip("segment exists")
+	}
+	if o.DryRun {
+		return nil
+	}
+	return unix.Unlink(path)
+}
+
+// removeSegment retires an old per-key segment the way a receiver claims
+// one (SPEC §6): lock without waiting, check the lock's identity, unlink the
+// segment, then the lock file while still holding it.
+func removeSegment(o PruneOptions, key string) error {
+	path := filepath.Join(o.Dir, lockName(key))
+	fd, err := openNoFollow(path, unix.O_RDONLY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return skip("lock held")
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	if _, err := sameFile(fd, path, o.UID); err != nil {
+		return err
+	}
+	segPath := filepath.Join(o.Dir, key)
+	var seg unix.Stat_t
+	if err := unix.Lstat(segPath, &seg); err != nil {
+		return err
+	}
+	switch {
+	case seg.Mode&unix.S_IFMT != unix.S_IFREG:
+		return skip("not a regular file")
+	case int(seg.Uid) != o.UID:
+		return skip("owned by uid %d", seg.Uid)
+	case o.Now.Sub(time.Unix(seg.Mtim.Sec, seg.Mtim.Nsec)) <= o.SegmentsOlderThan:
+		return skip("younger than %v", o.SegmentsOlderThan)
+	}
+	if o.DryRun {
+		return nil
+	}
+	if err := unix.Unlink(segPath); err != nil {
+		return err
+	}
+	return unix.Unlink(path)
+}

@@ -1,0 +1,305 @@
+package shmstate
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"omnishm/internal/shmtest"
+	"omnishm/scope"
+)
+
+func TestMain(m *testing.M) {
+	shmtest.Main(m, map[string]func([]string) int{
+		// idle is a process that lives until told to exit: a producer to kill.
+		"idle": func([]string) int {
+			shmtest.Say("%d", os.Getpid())
+			shmtest.Hear()
+			return 0
+		},
+	})
+}
+
+// deadProcess returns the pid and start time of a process that has exited.
+func deadProcess(t *testing.T) (int, uint64) {
+	p := shmtest.Start(t, "idle")
+	pid, err := strconv.Atoi(p.Line(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := startTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	return pid, start
+}
+
+// fixture is a fake shared-memory directory holding one scope's state.
+type fixture struct {
+	dir, scope       string
+	names            scope.Names
+	ringDir, wakeDir string
+	liveRing         string
+	deadRing         string
+	now              time.Time
+}
+
+func touch(t *testing.T, path string, data []byte, age time.Duration, now time.Time) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if age > 0 {
+		if err := os.Chtimes(path, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{dir: t.TempDir(), now: time.Now()}
+	f.scope = shmtest.Scope(t)
+	f.names = scope.ForUID(os.Getuid(), f.scope, os.Getppid())
+	f.ringDir = filepath.Join(f.dir, f.names.RingDirName)
+	f.wakeDir = filepath.Join(f.dir, filepath.Base(f.names.WakeDir))
+	for _, d := range []string{f.ringDir, f.wakeDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self, err := startTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadPID, deadStart := deadProcess(t)
+	f.liveRing = f.names.EdgePrefix("0", "1") + strconv.Itoa(os.Getpid()) + "_aa"
+	f.deadRing = f.names.EdgePrefix("0", "1") + strconv.Itoa(deadPID) + "_bb"
+	touch(t, filepath.Join(f.dir, f.liveRing), buildRing(4096, uint64(os.Getpid()), self, []frameSpec{
+		{key: "done", payload: 5, state: stateDone},
+		{key: "r1", payload: 50},
+		{key: "r2", payload: 7, kind: 1},
+	}), 0, f.now)
+	touch(t, filepath.Join(f.dir, f.deadRing), buildRing(4096, uint64(deadPID), deadStart, []frameSpec{{key: "lost", payload: 3}}), 0, f.now)
+	for _, m := range []string{f.liveRing, f.deadRing, f.names.EdgePrefix("0", "2") + "77_cc"} {
+		touch(t, filepath.Join(f.ringDir, m), nil, 0, f.now)
+	}
+	// Per-key files: an orphan lock, a young lock, a segment with its lock.
+	touch(t, filepath.Join(f.dir, lockName("orphan")), nil, 2*time.Minute, f.now)
+	touch(t, filepath.Join(f.dir, lockName("young")), nil, 0, f.now)
+	touch(t, filepath.Join(f.dir, "seg"), []byte("12345"), time.Hour, f.now)
+	touch(t, filepath.Join(f.dir, lockName("seg")), nil, time.Hour, f.now)
+	touch(t, filepath.Join(f.dir, "unrelated"), []byte("x"), time.Hour, f.now)
+	// Wakeup FIFOs: one with a reader (held by this test), one without.
+	for _, n := range []string{"1_0a", "1_0b"} {
+		if err := unix.Mkfifo(filepath.Join(f.wakeDir, n), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rd, err := unix.Open(filepath.Join(f.wakeDir, "1_0a"), unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(rd) })
+	return f
+}
+
+func (f *fixture) options() Options { return Options{Dir: f.dir, Now: f.now} }
+
+func TestScan(t *testing.T) {
+	f := newFixture(t)
+	for _, o := range []Options{f.options(), {Dir: f.dir, Now: f.now, Scopes: []string{}}} {
+		st, err := Scan(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Scopes != nil {
+			if len(st.Scopes) != 0 {
+				t.Fatalf("empty scope list shows %d scopes", len(st.Scopes))
+			}
+			continue
+		}
+		if len(st.Scopes) != 1 {
+			t.Fatalf("scopes = %+v", st.Scopes)
+		}
+		sc := st.Scopes[0]
+		if sc.RingDir != f.names.RingDirName || !sc.RingDirExists || sc.WakeDir != f.wakeDir || !sc.WakeDirExists {
+			t.Fatalf("scope = %+v", sc)
+		}
+		if len(sc.Rings) != 2 {
+			t.Fatalf("rings = %+v", sc.Rings)
+		}
+		byName := map[string]Ring{}
+		for _, r := range sc.Rings {
+			byName[r.Name] = r
+		}
+		live, dead := byName[f.liveRing], byName[f.deadRing]
+		if live.Producer != Alive || live.Busy || live.Ready != 2 || live.Done != 1 || !slices.Equal(live.ReadyKeys, []string{"r1", "r2"}) ||
+			live.Capacity != 4096 || live.Used != 32+80+32 || !live.Marker || live.From != "0" || live.To != "1" || live.PID != os.Getpid() || live.Error != "" {
+			t.Errorf("live ring = %+v", live)
+		}
+		if dead.Producer != Dead || dead.Ready != 1 || !dead.Marker {
+			t.Errorf("dead ring = %+v", dead)
+		}
+		if !slices.Equal(sc.MarkersWithoutRing, []string{f.names.EdgePrefix("0", "2") + "77_cc"}) {
+			t.Errorf("markers without ring = %v", sc.MarkersWithoutRing)
+		}
+		if len(sc.FIFOs) != 2 || !sc.FIFOs[0].Reader || sc.FIFOs[1].Reader || sc.FIFOs[0].Stage != "1" {
+			t.Errorf("fifos = %+v", sc.FIFOs)
+		}
+		if len(st.Segments) != 1 || st.Segments[0].Key != "seg" || st.Segments[0].Size != 5 || time.Duration(st.Segments[0].Age) < time.Hour {
+			t.Errorf("segments = %+v", st.Segments)
+		}
+		locks := map[string]Lock{}
+		for _, l := range st.Locks {
+			locks[l.Key] = l
+		}
+		if len(locks) != 3 || !locks["orphan"].Orphan || locks["young"].Orphan || locks["seg"].Orphan || !locks["seg"].Segment {
+			t.Errorf("locks = %+v", st.Locks)
+		}
+	}
+}
+
+func TestScanBusyRingIsNotWaitedOn(t *testing.T) {
+	f := newFixture(t)
+	fd, err := unix.Open(filepath.Join(f.dir, f.liveRing), unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Scan(Options{Dir: f.dir, Scopes: []string{f.scope}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range st.Scopes[0].Rings {
+		if r.Name == f.liveRing && (!r.Busy || r.Producer != Alive || r.Capacity != 4096) {
+			t.Errorf("held ring = %+v, want busy, alive", r)
+		}
+	}
+}
+
+func paths(rs []Removal) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Path)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestPrune(t *testing.T) {
+	f := newFixture(t)
+	want := []string{
+		filepath.Join(f.dir, f.deadRing),
+		filepath.Join(f.dir, lockName("orphan")),
+		filepath.Join(f.ringDir, f.deadRing),
+		filepath.Join(f.ringDir, f.names.EdgePrefix("0", "2")+"77_cc"),
+		filepath.Join(f.wakeDir, "1_0b"),
+	}
+	slices.Sort(want)
+	dry, err := Prune(PruneOptions{Options: f.options(), DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := paths(dry.Removed); !slices.Equal(got, want) {
+		t.Fatalf("dry run would remove\n%v\nwant\n%v", got, want)
+	}
+	for _, p := range want {
+		if _, err := os.Lstat(p); err != nil {
+			t.Fatalf("dry run removed %s", p)
+		}
+	}
+	before := dirStamp(t, f.ringDir)
+	rep, err := Prune(PruneOptions{Options: f.options()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := paths(rep.Removed); !slices.Equal(got, want) {
+		t.Fatalf("removed\n%v\nwant\n%v", got, want)
+	}
+	for _, p := range want {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s still there", p)
+		}
+	}
+	if after := dirStamp(t, f.ringDir); after <= before {
+		t.Errorf("ring dir stamp %d did not advance past %d", after, before)
+	}
+	// The live ring, its marker, the young lock, the segment, the FIFO with a
+	// reader and the unrelated file stay.
+	for _, p := range []string{filepath.Join(f.dir, f.liveRing), filepath.Join(f.ringDir, f.liveRing), filepath.Join(f.dir, lockName("young")),
+		filepath.Join(f.dir, "seg"), filepath.Join(f.wakeDir, "1_0a"), filepath.Join(f.dir, "unrelated")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s removed: %v", p, err)
+		}
+	}
+	// Segments go only when asked, and only when older than asked.
+	rep, err = Prune(PruneOptions{Options: f.options(), SegmentsOlderThan: 2 * time.Hour})
+	if err != nil || len(rep.Removed) != 0 {
+		t.Fatalf("2h prune removed %v, %v", paths(rep.Removed), err)
+	}
+	rep, err = Prune(PruneOptions{Options: f.options(), SegmentsOlderThan: 30 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := paths(rep.Removed); !slices.Equal(got, []string{filepath.Join(f.dir, "seg"), filepath.Join(f.dir, lockName("seg"))}) {
+		t.Fatalf("segment prune removed %v", got)
+	}
+	// Once the live producer is gone, the empty directories go too.
+	os.Remove(filepath.Join(f.dir, f.liveRing))
+	os.Remove(filepath.Join(f.ringDir, f.liveRing))
+	unix.Unlink(filepath.Join(f.wakeDir, "1_0a"))
+	rep, err = Prune(PruneOptions{Options: f.options()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := paths(rep.Removed); !slices.Equal(got, []string{f.ringDir, f.wakeDir}) {
+		t.Fatalf("final prune removed %v", got)
+	}
+}
+
+func TestPruneSkipsLockedAndYoung(t *testing.T) {
+	f := newFixture(t)
+	hold := func(path string) {
+		fd, err := unix.Open(path, unix.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold(filepath.Join(f.dir, f.deadRing))
+	hold(filepath.Join(f.dir, lockName("orphan")))
+	rep, err := Prune(PruneOptions{Options: f.options(), FIFOGrace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(f.ringDir, f.names.EdgePrefix("0", "2")+"77_cc")}
+	if got := paths(rep.Removed); !slices.Equal(got, want) {
+		t.Fatalf("removed %v, want %v", got, want)
+	}
+	skipped := paths(rep.Skipped)
+	for _, p := range []string{filepath.Join(f.dir, f.deadRing), filepath.Join(f.dir, lockName("orphan")), filepath.Join(f.wakeDir, "1_0b")} {
+		if !slices.Contains(skipped, p) {
+			t.Errorf("%s not reported skipped: %v", p, skipped)
+		}
+	}
+}
+
+func dirStamp(t *testing.T, dir string) int64 {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return unix.TimespecToNsec(st.Mtim)
+}
