@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -29,27 +30,45 @@ func (a *Array) Equal(o *Array) bool {
 }
 
 // NumpyItemSize parses a numpy dtype string ("<f4", "|u1", ">i8", "<c16")
-// and returns its item size.
+// and returns its item size. Numeric kinds accept only the sizes numpy has
+// (b1; i and u 1, 2, 4, 8; f 2, 4, 8, 16; c 8, 16, 32); S, U and V any.
 func NumpyItemSize(s string) (int, error) {
+	bad := fmt.Errorf("%w: numpy dtype %q", ErrUnknownDType, s)
 	if len(s) < 3 {
-		return 0, fmt.Errorf("%w: numpy dtype %q", ErrUnknownDType, s)
+		return 0, bad
 	}
 	switch s[0] {
 	case '<', '>', '|', '=':
 	default:
-		return 0, fmt.Errorf("%w: numpy dtype %q", ErrUnknownDType, s)
+		return 0, bad
 	}
-	switch s[1] {
-	case 'b', 'i', 'u', 'f', 'c', 'V', 'S', 'U':
-	default:
-		return 0, fmt.Errorf("%w: numpy dtype %q", ErrUnknownDType, s)
+	for _, c := range []byte(s[2:]) {
+		if c < '0' || c > '9' { // strconv.Atoi alone would take "+4"
+			return 0, bad
+		}
 	}
 	n, err := strconv.Atoi(s[2:])
 	if err != nil || n <= 0 || n > 1<<20 {
-		return 0, fmt.Errorf("%w: numpy dtype %q", ErrUnknownDType, s)
+		return 0, bad
 	}
-	if s[1] == 'U' {
+	var sizes []int
+	switch s[1] {
+	case 'b':
+		sizes = []int{1}
+	case 'i', 'u':
+		sizes = []int{1, 2, 4, 8}
+	case 'f':
+		sizes = []int{2, 4, 8, 16}
+	case 'c':
+		sizes = []int{8, 16, 32}
+	case 'V', 'S':
+	case 'U':
 		n *= 4 // numpy's unicode items are UCS-4
+	default:
+		return 0, bad
+	}
+	if sizes != nil && !slices.Contains(sizes, n) {
+		return 0, bad
 	}
 	return n, nil
 }

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // maxBytes bounds any shape's byte size so products never overflow int.
@@ -15,25 +16,22 @@ func ByteSize(shape []int, itemSize int) (int, error) {
 	if itemSize <= 0 {
 		return 0, fmt.Errorf("%w: item size %d", ErrShape, itemSize)
 	}
-	n := itemSize
-	zero := false
+	// A zero dimension anywhere means no bytes, whatever the others are, so
+	// look for one before multiplying: the result must not depend on order.
 	for _, dim := range shape {
 		if dim < 0 {
 			return 0, fmt.Errorf("%w: negative dimension %d", ErrShape, dim)
 		}
-		if dim == 0 {
-			zero = true
-			continue
-		}
-		if !zero && n > maxBytes/dim {
+	}
+	if slices.Contains(shape, 0) {
+		return 0, nil
+	}
+	n := itemSize
+	for _, dim := range shape {
+		if n > maxBytes/dim {
 			return 0, fmt.Errorf("%w: shape %v overflows", ErrShape, shape)
 		}
-		if !zero {
-			n *= dim
-		}
-	}
-	if zero {
-		return 0, nil
+		n *= dim
 	}
 	return n, nil
 }
