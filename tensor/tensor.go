@@ -159,7 +159,8 @@ func Scalar[T Element](v T) *Tensor {
 }
 
 // Values returns the tensor's elements as a []T. It aliases t.Data when the
-// data is suitably aligned, and copies otherwise. T must match the dtype.
+// data is suitably aligned, and copies otherwise. T must match the dtype,
+// and a bool tensor whose bytes are not all 0 or 1 gives an error.
 func Values[T Element](t *Tensor) ([]T, error) {
 	if want := DTypeOf[T](); t.DType != want {
 		return nil, fmt.Errorf("tensor: dtype %v read as %v", t.DType, want)
@@ -169,6 +170,15 @@ func Values[T Element](t *Tensor) ([]T, error) {
 	n := len(t.Data) / size
 	if n == 0 {
 		return []T{}, nil
+	}
+	if t.DType == Bool {
+		// A Go bool must hold 0 or 1; any other byte, which bytes from
+		// another process may carry, would make comparisons misbehave.
+		for i, b := range t.Data {
+			if b > 1 {
+				return nil, fmt.Errorf("tensor: bool element %d is %#x, not 0 or 1", i, b)
+			}
+		}
 	}
 	if uintptr(unsafe.Pointer(&t.Data[0]))%unsafe.Alignof(zero) == 0 {
 		return unsafe.Slice((*T)(unsafe.Pointer(&t.Data[0])), n), nil

@@ -323,3 +323,14 @@ func TestDTypeOf(t *testing.T) {
 		}
 	}
 }
+
+func TestValuesBoolBytes(t *testing.T) {
+	tt := &Tensor{DType: Bool, Shape: []int{3}, Data: []byte{0, 1, 2}}
+	if v, err := Values[bool](tt); err == nil {
+		t.Errorf("Values[bool] of byte 2 = %v, want an error", v)
+	}
+	tt.Data[2] = 1
+	if v, err := Values[bool](tt); err != nil || !slices.Equal(v, []bool{false, true, true}) {
+		t.Errorf("Values[bool] = %v, %v", v, err)
+	}
+}
