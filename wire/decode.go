@@ -173,6 +173,23 @@ func (s *decodeState) value() (any, error) {
 	return nil, corrupt("reserved type byte 0x%02x at offset %d", c, s.pos-1)
 }
 
+// signed reads an integer that fits an int64: a negative fixint, an intN or
+// a uint8..uint32 (the caller has checked the type byte).
+func (s *decodeState) signed() (int64, error) {
+	c := s.b[s.pos]
+	s.pos++
+	if c >= 0xe0 {
+		return int64(int8(c)), nil
+	}
+	if c >= codeInt8 {
+		n := 1 << (c - codeInt8)
+		u, err := s.uint(n)
+		return int64(u<<(64-8*n)) >> (64 - 8*n), err // sign-extend
+	}
+	u, err := s.uint(1 << (c - codeUint8))
+	return int64(u), err
+}
+
 func (s *decodeState) str(n int) (any, error) {
 	p, err := s.take(n)
 	if err != nil {
@@ -223,7 +240,33 @@ func (s *decodeState) list(n int) (any, error) {
 		return nil, corrupt("array of %d past the end", n)
 	}
 	out := make([]any, n)
+	var ints slab[int64]
+	var floats slab[float64]
 	for i := range out {
+		// Numbers the runtime would box one allocation each go to a slab.
+		if s.pos < len(s.b) {
+			switch c := s.b[s.pos]; {
+			case c >= 0xe0 || c >= codeInt8 && c <= codeInt64 || c >= codeUint8 && c <= codeUint32:
+				x, err := s.signed()
+				if err != nil {
+					return nil, err
+				}
+				if x >= 0 && x <= 255 {
+					out[i] = x // the runtime boxes small values without allocating
+				} else {
+					out[i] = ints.box(x, n-i, int64Type)
+				}
+				continue
+			case c == codeFloat64:
+				s.pos++
+				u, err := s.uint(8)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = floats.box(math.Float64frombits(u), n-i, float64Type)
+				continue
+			}
+		}
 		v, err := s.value()
 		if err != nil {
 			return nil, err

@@ -1,0 +1,31 @@
+package wire_test
+
+import (
+	"fmt"
+
+	"omnishm/tensor"
+	"omnishm/wire"
+)
+
+func ExampleMarshal() {
+	codes, _ := tensor.FromSlice([]int64{1, 2, 3})
+	b, err := wire.Marshal(map[string]any{"codes": codes, "finished": true})
+	if err != nil {
+		panic(err)
+	}
+	v, err := wire.Unmarshal(b)
+	if err != nil {
+		panic(err)
+	}
+	m := v.(map[string]any)
+	got, _ := tensor.Values[int64](m["codes"].(*tensor.Tensor))
+	fmt.Println(len(b), got, m["finished"])
+	// Output: 81 [1 2 3] true
+}
+
+func ExampleMap() {
+	// Python dicts keep insertion order; Map does too.
+	b, _ := wire.Marshal(wire.Map{{Key: "z", Value: 1}, {Key: "a", Value: []any{1, 7, 2}}})
+	fmt.Printf("%x\n", b)
+	// Output: 82a17a01a16193010702
+}
