@@ -1,0 +1,5 @@
+//go:build !linux
+
+package wake
+
+func newWatcher(dir string) watcher { return &statWatch{dir: dir} }
