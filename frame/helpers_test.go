@@ -264,4 +264,3 @@ func asStringMap(v any) map[string]any {
 	}
 	return nil
 }
-

@@ -1,0 +1,60 @@
+package frame_test
+
+import (
+	"testing"
+
+	"omnishm/frame"
+	"omnishm/tensor"
+)
+
+func roundTrip(b *testing.B, payload any, buf []byte) {
+	p, err := frame.Prepare(payload, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Write(buf[:p.Size()]); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := frame.Decode(buf[:p.Size()]); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkSmallTree: the seed's per-step codec payload.
+func BenchmarkSmallTree(b *testing.B) {
+	ids := make([]int64, 28)
+	audio, _ := tensor.FromSlice(ids, 1, 28)
+	payload := map[string]any{
+		"codes": map[string]any{"audio": audio},
+		"meta":  map[string]any{"finished": tensor.Scalar(false)},
+	}
+	buf := make([]byte, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		roundTrip(b, payload, buf)
+	}
+}
+
+// BenchmarkLargeTensor: a 1 MiB float32 tensor; compare with
+// BenchmarkLargeTensorBaseline, the two copies any transport makes.
+func BenchmarkLargeTensor(b *testing.B) {
+	x, _ := tensor.Zeros(tensor.Float32, 256, 1024)
+	buf := make([]byte, 2<<20)
+	b.SetBytes(int64(len(x.Data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		roundTrip(b, map[string]any{"hidden": x}, buf)
+	}
+}
+
+func BenchmarkLargeTensorBaseline(b *testing.B) {
+	src := make([]byte, 1<<20)
+	ring := make([]byte, 1<<20)
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		copy(ring, src)
+		dst := make([]byte, len(ring)) // the receiver owns its copy
+		copy(dst, ring)
+	}
+}

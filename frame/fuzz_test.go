@@ -1,0 +1,68 @@
+package frame_test
+
+import (
+	"errors"
+	"testing"
+
+	"omnishm/frame"
+	"omnishm/tensor"
+)
+
+// FuzzDecode: any bytes decode or fail with ErrCorrupt, never panic or read
+// out of bounds; a decoded frame's tensors are valid and re-encode.
+func FuzzDecode(f *testing.F) {
+	for _, c := range loadIndex(f) {
+		if c.Frame != "" {
+			f.Add(readVector(f, c.Frame))
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := frame.Decode(b)
+		if err != nil {
+			if !errors.Is(err, frame.ErrCorrupt) {
+				t.Fatalf("error not wrapping ErrCorrupt: %v", err)
+			}
+			return
+		}
+		p, err := frame.Prepare(v, 0)
+		if err != nil {
+			t.Fatalf("decoded value does not prepare: %v", err)
+		}
+		out := make([]byte, p.Size())
+		if err := p.Write(out); err != nil {
+			t.Fatal(err)
+		}
+		back, err := frame.Decode(out)
+		if !p.Tensors() {
+			return // plain msgpack: wire's fuzz target covers it
+		}
+		if err != nil {
+			t.Fatalf("re-encoded frame does not decode: %v", err)
+		}
+		if err := sameValue(back, v); err != nil {
+			t.Fatalf("round trip changed the value: %v", err)
+		}
+		checkTensors(t, back)
+	})
+}
+
+func checkTensors(t *testing.T, v any) {
+	switch x := v.(type) {
+	case *tensor.Tensor:
+		if err := x.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	case []any:
+		for _, e := range x {
+			checkTensors(t, e)
+		}
+	case map[string]any:
+		for _, e := range x {
+			checkTensors(t, e)
+		}
+	case map[any]any:
+		for _, e := range x {
+			checkTensors(t, e)
+		}
+	}
+}
