@@ -1,0 +1,374 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"omnishm/connector"
+	"omnishm/scope"
+)
+
+func init() {
+	register(command{
+		name:  "demo",
+		usage: "[--requests N] [--chunks M] [--ring-bytes N] [--out DIR]",
+		summary: "run a three-stage audio pipeline (codes -> samples -> WAV files) as processes\n" +
+			"connected by omnishm edges, and report throughput, latency and transport counters",
+		run: runDemo,
+	})
+}
+
+const (
+	demoStartTimeout = 30 * time.Second // for the stages to open their connectors
+	demoRunTimeout   = 5 * time.Minute  // for the whole pipeline, a last resort
+)
+
+// demoRun is the parent's view of one run.
+type demoRun struct {
+	scope     string
+	keyPrefix string // starts every key of the run: demo-{id}-
+	requests  []string
+	chunks    int
+	ring      int
+	out       string
+	stages    [3]*stageChild
+	events    chan stageMessage
+}
+
+// stageChild is one stage process as the parent sees it.
+type stageChild struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	exited chan struct{} // closed once the process is reaped
+	err    error         // its exit status, valid after exited
+	health *stageEvent
+}
+
+// stageMessage is a stage's event, or the end of its stdout (ev nil).
+type stageMessage struct {
+	stage int
+	ev    *stageEvent
+}
+
+func runDemo(ctx context.Context, args []string, inv *invocation) int {
+	if raw := os.Getenv(demoStageEnv); raw != "" {
+		return runStage(ctx, raw, inv)
+	}
+	fs := inv.flags()
+	requests := fs.Int("requests", 8, "concurrent requests")
+	chunks := fs.Int("chunks", 32, "chunks per request (each [1, 28] codes, 1792 audio samples)")
+	ring := fs.Int("ring-bytes", connector.DefaultRingBytes, "host ring capacity per producer and edge: 0 (per-key segments only) or 4096..67108864")
+	out := fs.String("out", "", "directory for the WAV files (default: a new temporary directory)")
+	if code, ok := inv.parse(fs, args); !ok {
+		return code
+	}
+	switch {
+	case fs.NArg() > 0:
+		return inv.usageError("unexpected arguments %s", strings.Join(fs.Args(), " "))
+	case *requests < 1 || *requests > 10000:
+		return inv.usageError("--requests %d: want 1..10000", *requests)
+	case *chunks < 1 || *chunks > 1000000:
+		return inv.usageError("--chunks %d: want 1..1000000", *chunks)
+	case *ring != 0 && (*ring < 4096 || *ring > 64<<20):
+		return inv.usageError("--ring-bytes %d: want 0 or 4096..67108864", *ring)
+	}
+	var id [8]byte
+	rand.Read(id[:])
+	run := &demoRun{
+		scope:     "omnishm-demo-" + hex.EncodeToString(id[:]),
+		keyPrefix: "demo-" + hex.EncodeToString(id[:]) + "-",
+		chunks:    *chunks,
+		ring:      *ring,
+		out:       *out,
+		events:    make(chan stageMessage, 64),
+	}
+	for r := range *requests {
+		run.requests = append(run.requests, fmt.Sprintf("%sr%d", run.keyPrefix, r))
+	}
+	if run.out == "" {
+		dir, err := os.MkdirTemp("", "omnishm-demo-")
+		if err != nil {
+			return inv.fail(err)
+		}
+		run.out = dir
+	} else if err := os.MkdirAll(run.out, 0o755); err != nil {
+		return inv.fail(err)
+	}
+	report, err := run.execute(ctx, inv.err)
+	left := run.leftovers()
+	if len(left) > 0 {
+		msg := fmt.Errorf("left in /dev/shm (now removed): %s", strings.Join(left, " "))
+		err = errors.Join(err, msg)
+		for _, n := range left {
+			os.RemoveAll(filepath.Join(scope.ShmDir, n))
+		}
+	}
+	fmt.Fprint(inv.out, report)
+	if err != nil {
+		return inv.fail(err)
+	}
+	fmt.Fprintf(inv.out, "  /dev/shm          clean (scope %s)\n", run.scope)
+	return exitOK
+}
+
+// execute starts the stages, runs the pipeline and returns the report. On
+// any failure every stage still running is killed before it returns.
+func (d *demoRun) execute(ctx context.Context, progress io.Writer) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, demoRunTimeout)
+	defer cancel()
+	defer d.killAll()
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	upstream := 0
+	for i := range d.stages {
+		c, err := d.start(exe, i, upstream)
+		if err != nil {
+			return "", fmt.Errorf("start stage %d: %w", i, err)
+		}
+		d.stages[i] = c
+		upstream = c.cmd.Process.Pid
+	}
+
+	fmt.Fprintf(progress, "omnishm demo: stages running as pids %d %d %d (scope %s)\n",
+		d.stages[0].cmd.Process.Pid, d.stages[1].cmd.Process.Pid, d.stages[2].cmd.Process.Pid, d.scope)
+	ready := 0
+	startBy := time.After(demoStartTimeout)
+	for ready < len(d.stages) {
+		ev, err := d.next(ctx, startBy)
+		if err != nil {
+			return "", err
+		}
+		if ev.ev.Event == "ready" {
+			ready++
+		}
+	}
+	start := time.Now()
+	if err := d.tell("go"); err != nil {
+		return "", err
+	}
+
+	total := len(d.requests) * d.chunks
+	var done *stageEvent
+	for done == nil {
+		ev, err := d.next(ctx, nil)
+		if err != nil {
+			fmt.Fprintln(progress)
+			return "", err
+		}
+		switch ev.ev.Event {
+		case "progress":
+			drawProgress(progress, ev.ev.Chunks, total, ev.ev.Requests, len(d.requests))
+		case "done":
+			done = ev.ev
+		}
+	}
+	elapsed := time.Since(start)
+	drawProgress(progress, done.Chunks, total, done.Requests, len(d.requests))
+	fmt.Fprintln(progress)
+
+	if err := d.tell("close"); err != nil {
+		return "", err
+	}
+	for waiting := len(d.stages); waiting > 0; {
+		ev, err := d.next(ctx, nil)
+		if err != nil {
+			return "", err
+		}
+		if ev.ev.Event == "health" {
+			d.stages[ev.stage].health = ev.ev
+			waiting--
+		}
+	}
+	for i, c := range d.stages {
+		select {
+		case <-c.exited:
+		case <-ctx.Done():
+			return "", fmt.Errorf("stage %d did not exit: %w", i, ctx.Err())
+		}
+		if c.err != nil {
+			return "", fmt.Errorf("stage %d: %w", i, c.err)
+		}
+	}
+	return d.report(elapsed, done)
+}
+
+// start runs the demo's own binary as stage i.
+func (d *demoRun) start(exe string, i, upstream int) (*stageChild, error) {
+	cfg, err := json.Marshal(stageConfig{
+		Stage: i, Scope: d.scope, Requests: d.requests, Chunks: d.chunks, RingBytes: d.ring,
+		Out: d.out, UpstreamPID: upstream, ParentPID: os.Getpid(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "demo")
+	cmd.Env = append(os.Environ(), demoStageEnv+"="+string(cfg))
+	cmd.Stderr = os.Stderr
+	dieWithParent(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &stageChild{cmd: cmd, stdin: stdin, exited: make(chan struct{})}
+	lines := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var ev stageEvent
+			if json.Unmarshal(sc.Bytes(), &ev) != nil {
+				ev = stageEvent{Event: "error", Error: "bad line: " + sc.Text()}
+			}
+			d.events <- stageMessage{stage: i, ev: &ev}
+		}
+		close(lines)
+		d.events <- stageMessage{stage: i}
+	}()
+	go func() {
+		<-lines // Wait closes stdout: read it all first
+		c.err = cmd.Wait()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// next returns the next stage event, or an error when a stage failed or
+// stopped talking, ctx ended, or the optional deadline passed.
+func (d *demoRun) next(ctx context.Context, deadline <-chan time.Time) (stageMessage, error) {
+	select {
+	case m := <-d.events:
+		switch {
+		case m.ev == nil:
+			c := d.stages[m.stage]
+			<-c.exited
+			return m, fmt.Errorf("stage %d ended early: %v", m.stage, c.err)
+		case m.ev.Event == "error":
+			return m, fmt.Errorf("stage %d: %s", m.stage, m.ev.Error)
+		}
+		return m, nil
+	case <-ctx.Done():
+		return stageMessage{}, ctx.Err()
+	case <-deadline:
+		return stageMessage{}, errors.New("stages did not start in time")
+	}
+}
+
+// tell sends a control line to every stage.
+func (d *demoRun) tell(line string) error {
+	for i, c := range d.stages {
+		if _, err := io.WriteString(c.stdin, line+"\n"); err != nil {
+			return fmt.Errorf("tell stage %d %q: %w", i, line, err)
+		}
+	}
+	return nil
+}
+
+// killAll kills and reaps every stage still running: no stage outlives
+// the demo, whatever happened.
+func (d *demoRun) killAll() {
+	for _, c := range d.stages {
+		if c == nil {
+			continue
+		}
+		select {
+		case <-c.exited:
+			continue
+		default:
+		}
+		c.cmd.Process.Kill()
+		c.stdin.Close()
+		// Drain events so the stdout reader can finish and Wait return.
+		for {
+			select {
+			case <-c.exited:
+			case <-d.events:
+				continue
+			}
+			break
+		}
+	}
+}
+
+// leftovers lists what the run left in /dev/shm: its scope's wake
+// directory, ring directory and rings, and any per-key segment or lock file
+// of its requests.
+func (d *demoRun) leftovers() []string {
+	names := scope.New(d.scope)
+	entries, err := os.ReadDir(scope.ShmDir)
+	if err != nil {
+		return nil
+	}
+	var left []string
+	for _, e := range entries {
+		n := e.Name()
+		if n == filepath.Base(names.WakeDir) || n == names.RingDirName || strings.HasPrefix(n, names.RingPrefix()) ||
+			strings.HasPrefix(n, d.keyPrefix) || strings.HasPrefix(n, "shm_"+d.keyPrefix) {
+			left = append(left, n)
+		}
+	}
+	return left
+}
+
+func drawProgress(w io.Writer, chunks, total, requests, allRequests int) {
+	const width = 30
+	filled := width * chunks / max(total, 1)
+	fmt.Fprintf(w, "\r[%s%s] %d/%d chunks, %d/%d requests", strings.Repeat("#", filled),
+		strings.Repeat(".", width-filled), chunks, total, requests, allRequests)
+}
+
+// report formats the run's figures.
+func (d *demoRun) report(elapsed time.Duration, done *stageEvent) (string, error) {
+	var b strings.Builder
+	total := len(d.requests) * d.chunks
+	fmt.Fprintf(&b, "omnishm demo: %d requests x %d chunks, ring %d bytes, 3 stage processes\n", len(d.requests), d.chunks, d.ring)
+	fmt.Fprintf(&b, "  scope             %s\n", d.scope)
+	fmt.Fprintf(&b, "  elapsed           %.3f s\n", elapsed.Seconds())
+	fmt.Fprintf(&b, "  requests/s        %.1f\n", float64(len(d.requests))/elapsed.Seconds())
+	fmt.Fprintf(&b, "  chunks/s          %.0f\n", float64(total)/elapsed.Seconds())
+	fmt.Fprintf(&b, "  chunk latency     p50 %s  p99 %s  max %s (stage-0 send to stage-2 receipt)\n",
+		ms(done.P50NS), ms(done.P99NS), ms(done.MaxNS))
+	var errs []error
+	for i, c := range d.stages {
+		h := c.health.Health
+		fmt.Fprintf(&b, "  stage %d           puts %d  gets %d  bytes %d  ring puts %d  ring gets %d  fallbacks %d  reclaimed %d\n",
+			i, h.Puts, h.Gets, h.BytesTransferred, h.HostRingPuts, h.HostRingGets, h.HostRingFallbacks, c.health.Reclaimed)
+		if c.health.Reclaimed != 0 {
+			errs = append(errs, fmt.Errorf("stage %d: %d chunks were never received", i, c.health.Reclaimed))
+		}
+	}
+	if done.Chunks != total || done.Requests != len(d.requests) {
+		errs = append(errs, fmt.Errorf("stage 2 received %d of %d chunks, %d of %d requests", done.Chunks, total, done.Requests, len(d.requests)))
+	}
+	// Every chunk is put once by stage 0 and once by stage 1, and got once
+	// by stage 1 and once by stage 2.
+	for i, want := range []struct{ puts, gets int }{{total, 0}, {total, total}, {0, total}} {
+		h := d.stages[i].health.Health
+		if int(h.Puts) != want.puts || int(h.Gets) != want.gets {
+			errs = append(errs, fmt.Errorf("stage %d: %d puts and %d gets, want %d and %d", i, h.Puts, h.Gets, want.puts, want.gets))
+		}
+	}
+	fmt.Fprintf(&b, "  wav files         %d in %s (16-bit PCM, mono, %d Hz, %d samples each)\n",
+		len(d.requests), d.out, sampleRate, d.chunks*samplesPerChunk)
+	return b.String(), errors.Join(errs...)
+}
+
+func ms(ns int64) string { return fmt.Sprintf("%.3f ms", float64(ns)/1e6) }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// The demo's synthetic codec: pure functions, so stage 2 can recompute what
+// stages 0 and 1 must have sent and check every sample.
+const (
+	codesPerChunk   = 28   // one [1, 28] int64 chunk of codec codes, as vLLM-Omni's talker emits
+	codebookSize    = 2048 // codes are in [0, codebookSize)
+	samplesPerCode  = 64   // audio samples synthesised from one code
+	samplesPerChunk = codesPerChunk * samplesPerCode
+	sampleRate      = 24000 // Hz, mono
+	wavHeaderSize   = 44
+)
+
+// demoCodes are the deterministic codes of chunk n of request r.
+func demoCodes(r, n int) []int64 {
+	codes := make([]int64, codesPerChunk)
+	for i := range codes {
+		codes[i] = int64((r*7919 + n*131 + i*17 + (n*i)%13) % codebookSize)
+	}
+	return codes
+}
+
+// synthesize turns chunk n's codes into float32 samples: each code is a
+// 64-sample tone whose pitch (110 Hz to ~1.7 kHz, 48 semitones) comes from
+// the code. The phase follows the sample's position in the request, so the
+// result depends only on (codes, n).
+func synthesize(codes []int64, n int) []float32 {
+	out := make([]float32, len(codes)*samplesPerCode)
+	for i, c := range codes {
+		freq := 110 * math.Pow(2, float64(c%48)/12)
+		for k := range samplesPerCode {
+			s := n*len(out) + i*samplesPerCode + k
+			out[i*samplesPerCode+k] = float32(0.25 * math.Sin(2*math.Pi*freq*float64(s)/sampleRate))
+		}
+	}
+	return out
+}
+
+// pcm16 appends x as 16-bit little-endian PCM, clamped to [-1, 1].
+func pcm16(dst []byte, x []float32) []byte {
+	for _, v := range x {
+		v = max(-1, min(1, v))
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(int16(math.Round(float64(v)*math.MaxInt16))))
+	}
+	return dst
+}
+
+// wavHeader is the 44-byte RIFF header of a mono 16-bit PCM file holding
+// dataBytes of samples.
+func wavHeader(dataBytes int) []byte {
+	const channels, bits = 1, 16
+	h := make([]byte, 0, wavHeaderSize)
+	h = append(h, "RIFF"...)
+	h = binary.LittleEndian.AppendUint32(h, uint32(36+dataBytes))
+	h = append(h, "WAVEfmt "...)
+	h = binary.LittleEndian.AppendUint32(h, 16) // fmt chunk size
+	h = binary.LittleEndian.AppendUint16(h, 1)  // PCM
+	h = binary.LittleEndian.AppendUint16(h, channels)
+	h = binary.LittleEndian.AppendUint32(h, sampleRate)
+	h = binary.LittleEndian.AppendUint32(h, sampleRate*channels*bits/8)
+	h = binary.LittleEndian.AppendUint16(h, channels*bits/8)
+	h = binary.LittleEndian.AppendUint16(h, bits)
+	h = append(h, "data"...)
+	return binary.LittleEndian.AppendUint32(h, uint32(dataBytes))
+}
+
+var errBadWAV = errors.New("not a mono 16-bit PCM WAV file")
+
+// wavSamples checks b is the file wavHeader and pcm16 make and returns its
+// sample count.
+func wavSamples(b []byte) (int, error) {
+	if len(b) < wavHeaderSize {
+		return 0, fmt.Errorf("%w: %d bytes", errBadWAV, len(b))
+	}
+	data := int(binary.LittleEndian.Uint32(b[40:44]))
+	if want := wavHeader(data); string(b[:wavHeaderSize]) != string(want) {
+		return 0, fmt.Errorf("%w: header % x", errBadWAV, b[:wavHeaderSize])
+	}
+	if len(b) != wavHeaderSize+data || data%2 != 0 {
+		return 0, fmt.Errorf("%w: %d data bytes in a %d-byte file", errBadWAV, data, len(b))
+	}
+	return data / 2, nil
+}

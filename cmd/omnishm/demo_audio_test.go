@@ -1,0 +1,49 @@
+package main
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestWAVHeaderRoundTrip(t *testing.T) {
+	pcm := pcm16(nil, []float32{0, 0.5, -0.5, 1, -1, 2, -2})
+	want := []int16{0, 16384, -16384, 32767, -32767, 32767, -32767}
+	for i, w := range want {
+		if got := int16(uint16(pcm[2*i]) | uint16(pcm[2*i+1])<<8); got != w {
+			t.Fatalf("sample %d = %d, want %d", i, got, w)
+		}
+	}
+	file := append(wavHeader(len(pcm)), pcm...)
+	if n, err := wavSamples(file); err != nil || n != len(want) {
+		t.Fatalf("wavSamples = %d, %v", n, err)
+	}
+	for name, bad := range map[string][]byte{
+		"short":     file[:10],
+		"truncated": file[:len(file)-1],
+		"not RIFF":  append([]byte("RIFX"), file[4:]...),
+		"stereo":    append(append(append([]byte{}, file[:22]...), 2, 0), file[24:]...),
+	} {
+		if _, err := wavSamples(bad); !errors.Is(err, errBadWAV) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestDemoAudioIsDeterministic(t *testing.T) {
+	codes := demoCodes(3, 5)
+	if len(codes) != codesPerChunk {
+		t.Fatalf("%d codes", len(codes))
+	}
+	for _, c := range codes {
+		if c < 0 || c >= codebookSize {
+			t.Fatalf("code %d out of the codebook", c)
+		}
+	}
+	a, b := synthesize(codes, 5), synthesize(demoCodes(3, 5), 5)
+	if len(a) != samplesPerChunk || string(pcm16(nil, a)) != string(pcm16(nil, b)) {
+		t.Fatal("synthesis is not deterministic")
+	}
+	if string(pcm16(nil, a)) == string(pcm16(nil, synthesize(demoCodes(3, 6), 6))) {
+		t.Fatal("different chunks give the same audio")
+	}
+}
