@@ -214,8 +214,8 @@ func Decode(b []byte) (any, error) {
 	}
 	var small [8]descriptor
 	descs := small[:0]
-	var dimsSmall [32]int
-	dims := dimsSmall[:0]
+	// Every tensor's shape is a window of one dimension list.
+	dims := make([]int, 0, 2*count)
 	extent := 0
 	for i := range count {
 		d, err := h.descriptor(&dims, len(data))
@@ -237,8 +237,7 @@ func Decode(b []byte) (any, error) {
 		return nil, corrupt("%d bytes after the header", len(h.b))
 	}
 
-	// One allocation for every tensor's shape, one for the tensors.
-	shapes := append([]int(nil), dims...)
+	shapes := dims
 	tensors := make([]tensor.Tensor, len(descs))
 	var storage []byte
 	if len(data) <= ownerLimit || len(descs) == 1 {

@@ -22,10 +22,10 @@ type Decoder struct {
 }
 
 type decodeState struct {
-	*Decoder
-	b     []byte
-	pos   int
-	depth int
+	Decoder // a copy, so the caller's Decoder does not escape
+	b       []byte
+	pos     int
+	depth   int
 }
 
 func corrupt(format string, args ...any) error {
@@ -35,7 +35,7 @@ func corrupt(format string, args ...any) error {
 // Decode decodes the single msgpack value filling b; see Unmarshal for the
 // Go types it yields. The result never aliases b.
 func (d *Decoder) Decode(b []byte) (any, error) {
-	s := decodeState{Decoder: d, b: b}
+	s := decodeState{Decoder: *d, b: b}
 	v, err := s.value()
 	if err != nil {
 		return nil, err
@@ -301,8 +301,11 @@ func (s *decodeState) mapOf(n int) (any, error) {
 func (s *decodeState) orderedMap(n int) (Map, error) {
 	m := make(Map, n)
 	for i := range m {
-		k, err := s.value()
-		if err != nil {
+		var k any
+		var err error
+		if ks, ok := s.stringKey(); ok {
+			k = ks
+		} else if k, err = s.value(); err != nil {
 			return nil, err
 		}
 		v, err := s.value()
@@ -320,17 +323,25 @@ func (s *decodeState) goMap(n int) (any, error) {
 	m := make(map[string]any, n)
 	var generic map[any]any
 	for range n {
-		k, err := s.value()
-		if err != nil {
-			return nil, err
+		ks, isString := s.stringKey()
+		var k any
+		if !isString {
+			var err error
+			if k, err = s.value(); err != nil {
+				return nil, err
+			}
+			ks, isString = k.(string)
 		}
 		v, err := s.value()
 		if err != nil {
 			return nil, err
 		}
-		if ks, ok := k.(string); ok && generic == nil {
+		if isString && generic == nil {
 			m[ks] = v
 			continue
+		}
+		if isString {
+			k = ks
 		}
 		switch k.(type) {
 		case nil, bool, int64, uint64, float64, string:

@@ -35,9 +35,9 @@ type Encoder struct {
 
 // encodeState is one encoding's scratch: a stack of map keys being sorted.
 type encodeState struct {
-	*Encoder
-	keys  []string
-	depth int
+	Encoder // a copy, so the caller's Encoder does not escape
+	keys    []string
+	depth   int
 }
 
 var statePool = sync.Pool{New: func() any { return new(encodeState) }}
@@ -45,9 +45,9 @@ var statePool = sync.Pool{New: func() any { return new(encodeState) }}
 // Append appends the msgpack form of v to dst.
 func (e *Encoder) Append(dst []byte, v any) ([]byte, error) {
 	s := statePool.Get().(*encodeState)
-	s.Encoder = e
+	s.Encoder = *e
 	b, err := s.encode(dst, v)
-	s.Encoder, s.keys, s.depth = nil, s.keys[:0], 0
+	s.Encoder, s.keys, s.depth = Encoder{}, s.keys[:0], 0
 	statePool.Put(s)
 	return b, err
 }
@@ -238,7 +238,7 @@ func (s *encodeState) tensor(b []byte, t *tensor.Tensor) ([]byte, error) {
 	if err := t.Validate(); err != nil {
 		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
-	if s.Encoder != nil && s.Tensor != nil {
+	if s.Tensor != nil {
 		ext, err := s.Tensor(t)
 		if err != nil {
 			return b, err
@@ -253,7 +253,7 @@ func (s *encodeState) tensor(b []byte, t *tensor.Tensor) ([]byte, error) {
 }
 
 func (s *encodeState) checkLeaf(n int) error {
-	if s.Encoder != nil && s.CheckLeaf != nil {
+	if s.CheckLeaf != nil {
 		return s.CheckLeaf(n)
 	}
 	return nil
