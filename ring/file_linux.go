@@ -86,13 +86,13 @@ func (m *mapping) close() {
 // later put), mapped and zero-filled once, header written under the lock.
 // created is called once the file exists; removed after it is unlinked on
 // failure.
-func createRing(path string, capacity uint64, pid int, start uint64, c *counters, created, removed func(string)) (m *mapping, err error) {
+func createRing(path string, capacity uint64, pid int, start uint64, c *counters, created, removed func(string)) (_ *mapping, err error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("ring: create %s: %w", path, err)
 	}
 	created(path)
-	m = &mapping{fd: fd, capacity: capacity}
+	m := &mapping{fd: fd, capacity: capacity}
 	defer func() {
 		if err != nil {
 			m.close()
@@ -124,7 +124,7 @@ func createRing(path string, capacity uint64, pid int, start uint64, c *counters
 // attachRing maps another process's ring and validates its header under a
 // brief non-blocking lock (SPEC §7 attach). errGone if the file is absent,
 // errBusy on contention, ErrCorrupt for a bad header.
-func attachRing(path string, c *counters) (m *mapping, h Header, err error) {
+func attachRing(path string, c *counters) (_ *mapping, h Header, err error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if err == unix.ENOENT {
@@ -132,7 +132,7 @@ func attachRing(path string, c *counters) (m *mapping, h Header, err error) {
 		}
 		return nil, h, fmt.Errorf("ring: open %s: %w", path, err)
 	}
-	m = &mapping{fd: fd}
+	m := &mapping{fd: fd}
 	defer func() {
 		if err != nil {
 			m.close()

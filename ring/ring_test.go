@@ -1,0 +1,522 @@
+package ring
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"omnishm/internal/shmtest"
+	"omnishm/scope"
+)
+
+func TestMain(m *testing.M) {
+	shmtest.Main(m, map[string]func([]string) int{
+		"producer": roleProducer,
+		"receiver": roleReceiver,
+		"locker":   roleLocker,
+	})
+}
+
+const wait = 20 * time.Second
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newTransport(t testing.TB, sc string, capacity int) *Transport {
+	t.Helper()
+	tr, err := New(Options{Names: scope.New(sc), Capacity: capacity, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+func putBytes(tr *Transport, from, to, key string, payload []byte) (Descriptor, bool, error) {
+	return tr.Put(from, to, key, KindBytes, len(payload), func(dst []byte) { copy(dst, payload) })
+}
+
+func decodeCopy(kind Kind, payload []byte) (any, error) { return bytes.Clone(payload), nil }
+
+func getBytes(tr *Transport, from, to, key string, desc *Descriptor) ([]byte, bool, error) {
+	v, size, ok, err := tr.Get(from, to, key, desc, decodeCopy)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	b := v.([]byte)
+	if size != len(b) {
+		return nil, false, fmt.Errorf("size %d for %d bytes", size, len(b))
+	}
+	return b, true, nil
+}
+
+func mustGet(t testing.TB, tr *Transport, from, to, key string, desc *Descriptor) []byte {
+	t.Helper()
+	b, ok, err := getBytes(tr, from, to, key, desc)
+	if err != nil || !ok {
+		t.Fatalf("get %s: ok=%v err=%v", key, ok, err)
+	}
+	return b
+}
+
+func mustMiss(t testing.TB, tr *Transport, from, to, key string, desc *Descriptor) {
+	t.Helper()
+	if b, ok, err := getBytes(tr, from, to, key, desc); ok || err != nil {
+		t.Fatalf("get %s: want a miss, got %q ok=%v err=%v", key, b, ok, err)
+	}
+}
+
+func mustPut(t testing.TB, tr *Transport, from, to, key string, payload []byte) Descriptor {
+	t.Helper()
+	d, ok, err := putBytes(tr, from, to, key, payload)
+	if err != nil || !ok {
+		t.Fatalf("put %s: ok=%v err=%v", key, ok, err)
+	}
+	return d
+}
+
+// pair is a producer and a receiver Transport in this process, on one scope.
+func pair(t *testing.T, capacity int) (sc string, producer, receiver *Transport) {
+	sc = shmtest.Scope(t)
+	return sc, newTransport(t, sc, capacity), newTransport(t, sc, capacity)
+}
+
+func codes(i int) []byte {
+	b := make([]byte, 56*8)
+	for j := range 56 {
+		binary.LittleEndian.PutUint64(b[j*8:], uint64(i*100+j))
+	}
+	return b
+}
+
+func TestNewRejectsCapacity(t *testing.T) {
+	for _, c := range []struct {
+		capacity int
+		want     int
+		err      bool
+	}{{0, 0, false}, {4096, 4096, false}, {4097, 4112, false}, {64 << 20, 64 << 20, false},
+		{4095, 0, true}, {64<<20 + 1, 0, true}, {-1, 0, true}} {
+		tr, err := New(Options{Names: scope.New("x"), Capacity: c.capacity})
+		if c.err {
+			if !errors.Is(err, ErrCapacity) {
+				t.Errorf("capacity %d: err %v, want ErrCapacity", c.capacity, err)
+			}
+			continue
+		}
+		if err != nil || tr.Capacity() != c.want {
+			t.Errorf("capacity %d: %v, %v", c.capacity, tr, err)
+			continue
+		}
+		tr.Close()
+	}
+}
+
+func TestWraparoundKeepsValues(t *testing.T) {
+	_, p, r := pair(t, 4096)
+	var last uint64
+	for i := range 100 {
+		key := fmt.Sprintf("wrap%d", i)
+		d := mustPut(t, p, "0", "1", key, codes(i))
+		if i > 0 && d.Position <= last {
+			t.Fatalf("position %d after %d", d.Position, last)
+		}
+		last = d.Position
+		var desc *Descriptor
+		if i%2 == 0 {
+			desc = &d
+		}
+		if got := mustGet(t, r, "0", "1", key, desc); !bytes.Equal(got, codes(i)) {
+			t.Fatalf("wrap%d: wrong value", i)
+		}
+	}
+	if last < 4*4096 {
+		t.Fatalf("no wraparound: last position %d", last)
+	}
+}
+
+func TestFullRingFallsBackAndRecovers(t *testing.T) {
+	_, p, r := pair(t, 4096)
+	var refused []int
+	for i := range 12 {
+		_, ok, err := putBytes(p, "0", "1", fmt.Sprintf("full%d", i), codes(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			refused = append(refused, i)
+		}
+	}
+	if len(refused) == 0 || refused[0] == 0 {
+		t.Fatalf("refused %v: want a full ring after some puts", refused)
+	}
+	for i := 11; i >= 0; i-- {
+		_, ok, err := getBytes(r, "0", "1", fmt.Sprintf("full%d", i), nil)
+		if err != nil || ok == (i >= refused[0]) {
+			t.Fatalf("full%d: ok=%v err=%v (refused from %d)", i, ok, err, refused[0])
+		}
+	}
+	mustPut(t, p, "0", "1", "recovered", codes(1))
+	mustGet(t, r, "0", "1", "recovered", nil)
+}
+
+func TestLargeFramesRefused(t *testing.T) {
+	_, p, _ := pair(t, 4096)
+	key := "large"
+	limit := p.MaxPayload(key)
+	if limit != 4096/4-16-len(key) {
+		t.Fatalf("MaxPayload = %d", limit)
+	}
+	if _, ok, _ := putBytes(p, "0", "1", key, make([]byte, limit+1)); ok {
+		t.Fatal("frame over capacity/4 accepted")
+	}
+	if _, ok, _ := putBytes(p, "0", "1", key, make([]byte, limit)); !ok {
+		t.Fatal("frame of exactly capacity/4 refused")
+	}
+	for _, c := range []struct{ from, to, key string }{{"a", "1", "k"}, {"0", "", "k"}, {"0", "1", strings.Repeat("k", 70000)}} {
+		if _, ok, err := putBytes(p, c.from, c.to, c.key, nil); ok || err != nil {
+			t.Errorf("put %q->%q key len %d: ok=%v err=%v", c.from, c.to, len(c.key), ok, err)
+		}
+	}
+	off, err := New(Options{Names: scope.New("off"), Capacity: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	if _, ok, err := putBytes(off, "0", "1", "k", []byte("x")); ok || err != nil || off.MaxPayload("k") != 0 {
+		t.Fatalf("disabled ring: ok=%v err=%v", ok, err)
+	}
+}
+
+func TestReplaceRetiresOldAndStaleDescriptorMisses(t *testing.T) {
+	_, p, r := pair(t, 4096)
+	old := mustPut(t, p, "0", "1", "reuse", []byte("11"))
+	cur := mustPut(t, p, "0", "1", "reuse", []byte("22"))
+	mustMiss(t, r, "0", "1", "reuse", &old)
+	if got := mustGet(t, r, "0", "1", "reuse", &cur); string(got) != "22" {
+		t.Fatalf("got %q", got)
+	}
+	mustPut(t, p, "0", "1", "reuse", []byte("33"))
+	mustPut(t, p, "0", "1", "reuse", []byte("44"))
+	if got := mustGet(t, r, "0", "1", "reuse", nil); string(got) != "44" {
+		t.Fatalf("got %q", got)
+	}
+	mustMiss(t, r, "0", "1", "reuse", nil)
+	// An old descriptor never reads a newer publication of its key, even
+	// when wraparound puts the new frame at the same offset.
+	first := mustPut(t, p, "0", "1", "stale", codes(1))
+	mustGet(t, r, "0", "1", "stale", &first)
+	for i := range 20 {
+		mustPut(t, p, "0", "1", fmt.Sprintf("filler%d", i), codes(i))
+		mustGet(t, r, "0", "1", fmt.Sprintf("filler%d", i), nil)
+	}
+	again := mustPut(t, p, "0", "1", "stale", codes(2))
+	if again.Position <= first.Position {
+		t.Fatalf("positions not monotonic: %d then %d", first.Position, again.Position)
+	}
+	mustMiss(t, r, "0", "1", "stale", &first)
+	if got := mustGet(t, r, "0", "1", "stale", &again); !bytes.Equal(got, codes(2)) {
+		t.Fatal("wrong value")
+	}
+}
+
+func TestCancelAndExactPrefix(t *testing.T) {
+	_, p, r := pair(t, 4096)
+	for _, key := range []string{"req_0_0", "req_0_1", "req_0_10other", "request_0_0", "exact"} {
+		mustPut(t, p, "0", "1", key, []byte(key))
+	}
+	if n := p.CancelPrefix("req_0_"); n != 2 {
+		t.Fatalf("CancelPrefix = %d, want 2", n)
+	}
+	if n := p.Cancel("exact"); n != 1 {
+		t.Fatalf("Cancel = %d", n)
+	}
+	if n := p.Cancel("exact"); n != 0 {
+		t.Fatalf("second Cancel = %d", n)
+	}
+	mustMiss(t, r, "0", "1", "req_0_0", nil)
+	mustMiss(t, r, "0", "1", "req_0_1", nil)
+	mustMiss(t, r, "0", "1", "exact", nil)
+	mustGet(t, r, "0", "1", "req_0_10other", nil)
+	mustGet(t, r, "0", "1", "request_0_0", nil)
+	mustPut(t, p, "0", "1", "next", codes(0))
+}
+
+func TestEmptyPollNeitherScansNorLocks(t *testing.T) {
+	for _, watched := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watcher=%v", watched), func(t *testing.T) {
+			defer setWatcher(watched)()
+			_, p, r := pair(t, 4096)
+			mustPut(t, p, "0", "1", "prime-poll", []byte{1, 2, 3})
+			mustGet(t, r, "0", "1", "prime-poll", nil)
+			// Events of the producer's own registry update may still be on
+			// their way to the watcher: wait for a miss that does no work.
+			shmtest.Eventually(t, wait, "a quiet miss", func() bool {
+				before := r.work()
+				mustMiss(t, r, "0", "1", "missing-poll", nil)
+				return r.work() == before || !watched && r.work().scans == before.scans
+			})
+			before := r.work()
+			for i := range 128 {
+				mustMiss(t, r, "0", "1", "missing-poll-"+strconv.Itoa(i), nil)
+			}
+			after := r.work()
+			if after.flocks != before.flocks || after.scans != before.scans || after.liveness != before.liveness {
+				t.Fatalf("128 misses did work: %+v -> %+v", before, after)
+			}
+			if watched {
+				if after.stats != before.stats {
+					t.Fatalf("watched misses stat the directory: %+v -> %+v", before, after)
+				}
+				if a := testing.AllocsPerRun(100, func() { r.Get("0", "1", "missing", nil, decodeCopy) }); a != 0 {
+					t.Fatalf("%v allocations per miss", a)
+				}
+			}
+			mustPut(t, p, "0", "1", "new-poll", []byte{4, 5})
+			if got := mustGet(t, r, "0", "1", "new-poll", nil); !bytes.Equal(got, []byte{4, 5}) {
+				t.Fatalf("got %v", got)
+			}
+		})
+	}
+}
+
+func TestNewProducerFoundWhenClockDoesNotAdvance(t *testing.T) {
+	for _, watched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("watcher=%v", watched), func(t *testing.T) {
+			defer setWatcher(watched)()
+			sc, p, r := pair(t, 4096)
+			mustPut(t, p, "0", "1", "first-producer", []byte{1})
+			mustGet(t, r, "0", "1", "first-producer", nil)
+			mustMiss(t, r, "0", "1", "second-producer", nil)
+			old, complete := r.edgeStamp("0", "1")
+			if !complete {
+				t.Fatal("edge not discovered completely")
+			}
+			restore := setClock(func() int64 { return 0 })
+			second := newTransport(t, sc, 4096)
+			mustPut(t, second, "0", "1", "second-producer", []byte{2, 3})
+			restore()
+			var got []byte
+			shmtest.Eventually(t, wait, "the second producer", func() bool {
+				b, ok, err := getBytes(r, "0", "1", "second-producer", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = b
+				return ok
+			})
+			if !bytes.Equal(got, []byte{2, 3}) {
+				t.Fatalf("got %v", got)
+			}
+			if now, _ := r.edgeStamp("0", "1"); now != old+1 {
+				t.Fatalf("stamp %d, want previous %d + 1", now, old)
+			}
+		})
+	}
+}
+
+func TestFanIn(t *testing.T) {
+	sc, p, r := pair(t, 4096)
+	q := newTransport(t, sc, 4096)
+	mustPut(t, p, "0", "1", "fanin-first", []byte{1})
+	mustPut(t, q, "2", "1", "fanin-second", []byte{2})
+	if got := mustGet(t, r, "0", "1", "fanin-first", nil); got[0] != 1 {
+		t.Fatal(got)
+	}
+	if got := mustGet(t, r, "2", "1", "fanin-second", nil); got[0] != 2 {
+		t.Fatal(got)
+	}
+	mustMiss(t, r, "0", "1", "fanin-second", nil)
+}
+
+func TestDiscoveryAttachesEveryProducer(t *testing.T) {
+	sc, p, r := pair(t, 4096)
+	q := newTransport(t, sc, 4096)
+	mustPut(t, p, "0", "1", "multi-first", []byte{1})
+	mustPut(t, q, "0", "1", "multi-second", []byte{2})
+	mustGet(t, r, "0", "1", "multi-first", nil)
+	if n := len(r.readerFDs()); n != 2 {
+		t.Fatalf("%d rings attached after the first hit, want 2", n)
+	}
+	before := r.work()
+	mustGet(t, r, "0", "1", "multi-second", nil)
+	if r.work().scans != before.scans {
+		t.Fatal("second producer needed another directory scan")
+	}
+}
+
+func TestClosedProducerReleasedByLiveReceiver(t *testing.T) {
+	_, p, r := pair(t, 4096)
+	d := mustPut(t, p, "0", "1", "close-cache", []byte{1})
+	mustGet(t, r, "0", "1", "close-cache", nil)
+	fds := r.readerFDs()
+	fd, ok := fds[d.Name]
+	if !ok || len(fds) != 1 {
+		t.Fatalf("readers %v", fds)
+	}
+	p.Close()
+	shmtest.Eventually(t, wait, "the closed ring to be released", func() bool {
+		mustMiss(t, r, "0", "1", "not-published-after-close", nil)
+		return len(r.readerFDs()) == 0
+	})
+	if target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && strings.Contains(target, d.Name) {
+		t.Fatalf("fd %d still open on %s", fd, target)
+	}
+}
+
+func TestReceiverNeverWaitsForAnotherProcessLock(t *testing.T) {
+	for _, useDesc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("descriptor=%v", useDesc), func(t *testing.T) {
+			_, p, r := pair(t, 4096)
+			d := mustPut(t, p, "0", "1", "locked", []byte{0, 1, 2})
+			var desc *Descriptor
+			if useDesc {
+				desc = &d
+			}
+			child := shmtest.Start(t, "locker", scope.ShmDir+"/"+d.Name)
+			if l := child.Line(t, wait); l != "locked" {
+				t.Fatalf("child: %q", l)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, ok, err := getBytes(r, "0", "1", "locked", desc)
+				if ok {
+					err = errors.New("got a frame through another process's lock")
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(wait):
+				t.Fatal("Get waited for another process's lock")
+			}
+			child.Send(t, "release")
+			if err := child.Wait(t, wait); err != nil {
+				t.Fatal(err)
+			}
+			if got := mustGet(t, r, "0", "1", "locked", desc); !bytes.Equal(got, []byte{0, 1, 2}) {
+				t.Fatal(got)
+			}
+		})
+	}
+}
+
+func roleLocker(args []string) int {
+	fd, err := unix.Open(args[0], unix.O_RDWR, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		return 1
+	}
+	shmtest.Say("locked")
+	shmtest.Hear()
+	unix.Close(fd)
+	return 0
+}
+
+// roleReceiver: args scope, key. Polls for key until it gets it, then
+// keeps polling (to prove nothing is claimed twice) until told to stop.
+func roleReceiver(args []string) int {
+	tr, err := New(Options{Names: scope.New(args[0]), Capacity: 4096, Logger: quiet})
+	if err != nil {
+		return 1
+	}
+	defer tr.Close()
+	shmtest.Say("ready")
+	if shmtest.Hear() != "go" {
+		return 1
+	}
+	stop := make(chan struct{})
+	go func() { shmtest.Hear(); close(stop) }()
+	claims := 0
+	for {
+		select {
+		case <-stop:
+			shmtest.Say("claims=%d", claims)
+			return 0
+		default:
+		}
+		if b, ok, err := getBytes(tr, "0", "1", args[1], nil); err != nil {
+			shmtest.Say("error %v", err)
+			return 1
+		} else if ok {
+			claims++
+			shmtest.Say("got %x", b)
+		}
+	}
+}
+
+func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
+	sc := shmtest.Scope(t)
+	p := newTransport(t, sc, 4096)
+	key := "shared"
+	d := mustPut(t, p, "0", "1", key, codes(7))
+	children := []*shmtest.Proc{shmtest.Start(t, "receiver", sc, key), shmtest.Start(t, "receiver", sc, key)}
+	for _, c := range children {
+		if l := c.Line(t, wait); l != "ready" {
+			t.Fatalf("child: %q", l)
+		}
+	}
+	for _, c := range children {
+		c.Send(t, "go")
+	}
+	// Wait until the frame is consumed, then let both report their claims.
+	shmtest.Eventually(t, wait, "the frame to be claimed", func() bool {
+		file, err := os.ReadFile(scope.ShmDir + "/" + d.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, frames, err := Parse(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range frames {
+			if f.Position == d.Position {
+				return f.Done
+			}
+		}
+		return true // reclaimed
+	})
+	for _, c := range children {
+		c.Send(t, "stop")
+	}
+	total := 0
+	for _, c := range children {
+		for {
+			l := c.Line(t, wait)
+			if l == fmt.Sprintf("got %x", codes(7)) {
+				continue
+			}
+			n, err := strconv.Atoi(strings.TrimPrefix(l, "claims="))
+			if err != nil {
+				t.Fatalf("child said %q", l)
+			}
+			total += n
+			break
+		}
+	}
+	if total != 1 {
+		t.Fatalf("claimed %d times", total)
+	}
+	for _, c := range children {
+		if err := c.Wait(t, wait); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(scope.ShmDir + "/" + d.Name); err != nil {
+		t.Fatalf("receivers removed the producer's ring: %v", err)
+	}
+}
