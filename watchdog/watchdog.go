@@ -1,0 +1,234 @@
+// Package watchdog unlinks a producer's shared-memory files when the
+// producer dies, even by SIGKILL: the Go counterpart of the Python side's
+// resource tracker (SPEC §6). Unlike that tracker it unlinks a path only if
+// it is still the file that was tracked, so a name consumed and re-created
+// by another process since is left alone.
+//
+// The watchdog is a small child process, started on the first Track, that
+// runs this same executable: the package's init function recognises the
+// OMNISHM_WATCHDOG=1 environment variable, runs the watchdog and exits
+// before main (or TestMain) starts. Any Go binary that imports this package,
+// test binaries included, can therefore serve as its own watchdog. The
+// watchdog reads commands from a pipe; when the pipe reaches end of file
+// (the owner exited or was killed) it unlinks every file still tracked and
+// exits. It runs in its own session and ignores SIGINT, SIGTERM and SIGHUP,
+// so a Ctrl-C or a kill of the owner's process group does not stop it
+// before it has cleaned up.
+package watchdog
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// envWatchdog marks the child process as a watchdog.
+const envWatchdog = "OMNISHM_WATCHDOG"
+
+// readyLine is the watchdog's handshake: a binary that does not print it is
+// not a Go binary with this package (a c-shared library in Python, say).
+const readyLine = "omnishm-watchdog ready\n"
+
+// startTimeout bounds the handshake.
+const startTimeout = 10 * time.Second
+
+var (
+	// ErrPath is returned by Track for a path the watchdog would not unlink:
+	// not a clean absolute path under /dev/shm, or too long.
+	ErrPath = errors.New("watchdog: path is not a file under /dev/shm")
+	// ErrUnavailable is returned by Track when the watchdog process could
+	// not be started or has died; files are then not cleaned up for a
+	// crashed producer, and the caller carries on without it.
+	ErrUnavailable = errors.New("watchdog: unavailable")
+	// ErrClosed is returned by Track after Close.
+	ErrClosed = errors.New("watchdog: closed")
+)
+
+// Watchdog tracks files to unlink if this process dies. Safe for concurrent
+// use.
+type Watchdog struct {
+	exe string // the executable to run as the watchdog
+
+	mu      sync.Mutex
+	started bool
+	err     error // why the watchdog is unavailable, once it is
+	closed  bool
+	cmd     *exec.Cmd
+	pipe    *os.File      // write end of the watchdog's stdin
+	exited  chan struct{} // closed once the watchdog has been reaped
+	line    []byte
+}
+
+// New returns a Watchdog; its process starts on the first Track.
+func New() *Watchdog { return &Watchdog{exe: selfExe()} }
+
+var std = New()
+
+// Default returns the process-wide Watchdog. Closing it disables tracking
+// for the rest of the process.
+func Default() *Watchdog { return std }
+
+// Track asks the watchdog to unlink path if this process dies before
+// Forget(path) or Close. path must be a file under /dev/shm; its identity
+// (device and inode) is recorded now, so a file re-created at path later by
+// someone else is not unlinked. Track writes to the watchdog before it
+// returns. It returns ErrUnavailable when the watchdog cannot run.
+func (w *Watchdog) Track(path string) error {
+	if err := checkPath(path); err != nil {
+		return fmt.Errorf("%w: %q", err, path)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return fmt.Errorf("watchdog: track %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return fmt.Errorf("%w: %s is a directory", ErrPath, path)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.startLocked(); err != nil {
+		return err
+	}
+	w.line = appendTrack(w.line[:0], fileID{dev: uint64(st.Dev), ino: st.Ino}, path)
+	return w.sendLocked()
+}
+
+// Forget stops tracking path; the caller has unlinked it or hands it over.
+func (w *Watchdog) Forget(path string) {
+	if checkPath(path) != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.started || w.err != nil || w.closed {
+		return
+	}
+	w.line = appendForget(w.line[:0], path)
+	w.sendLocked()
+}
+
+// Close forgets every tracked file (the owner has already cleaned up what
+// it meant to) and stops the watchdog. Close is idempotent; Track returns
+// ErrClosed afterwards.
+func (w *Watchdog) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	if !w.started || w.pipe == nil {
+		return nil
+	}
+	if w.err == nil {
+		w.line = append(w.line[:0], ".\n"...)
+		w.sendLocked()
+	}
+	w.pipe.Close()
+	select {
+	case <-w.exited:
+	case <-time.After(startTimeout):
+		// It forgot everything; do not leave it behind.
+		w.cmd.Process.Kill()
+		<-w.exited
+	}
+	return nil
+}
+
+func (w *Watchdog) sendLocked() error {
+	if _, err := w.pipe.Write(w.line); err != nil {
+		w.failLocked(err)
+		return w.err
+	}
+	return nil
+}
+
+// failLocked makes the watchdog unavailable, logging the cause once: callers
+// ignore ErrUnavailable and carry on.
+func (w *Watchdog) failLocked(cause error) {
+	w.err = fmt.Errorf("%w: %w", ErrUnavailable, cause)
+	slog.Warn("omnishm watchdog unavailable: shared memory of this process will not be cleaned up if it crashes", "err", cause)
+}
+
+// startLocked starts the watchdog process unless it runs already.
+func (w *Watchdog) startLocked() error {
+	switch {
+	case w.closed:
+		return ErrClosed
+	case w.started:
+		return w.err
+	}
+	w.started = true
+	if err := w.spawnLocked(); err != nil {
+		w.failLocked(err)
+	}
+	return w.err
+}
+
+func (w *Watchdog) spawnLocked() error {
+	in, pipe, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	hello, helloW, err := os.Pipe()
+	if err != nil {
+		pipe.Close()
+		return err
+	}
+	defer hello.Close()
+	cmd := exec.Command(w.exe)
+	cmd.Args = []string{"omnishm-watchdog"}
+	cmd.Env = append(os.Environ(), envWatchdog+"=1")
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = in, helloW, os.Stderr
+	// Its own session: signals to our process group do not reach it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	helloW.Close()
+	if err != nil {
+		pipe.Close()
+		return fmt.Errorf("start %s: %w", w.exe, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	if err := handshake(hello); err != nil {
+		pipe.Close()
+		cmd.Process.Kill()
+		<-exited
+		return err
+	}
+	w.cmd, w.pipe, w.exited = cmd, pipe, exited
+	return nil
+}
+
+// handshake waits for the watchdog's ready line.
+func handshake(hello *os.File) error {
+	hello.SetReadDeadline(time.Now().Add(startTimeout))
+	line, err := bufio.NewReader(hello).ReadString('\n')
+	if err != nil || line != readyLine {
+		return fmt.Errorf("no handshake from the watchdog process (%q, %v)", line, err)
+	}
+	return nil
+}
+
+// pid returns the watchdog's process id, or 0 (for tests).
+func (w *Watchdog) pid() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd == nil {
+		return 0
+	}
+	return w.cmd.Process.Pid
+}

@@ -1,0 +1,409 @@
+package watchdog
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"omnishm/internal/shmtest"
+)
+
+const patience = 10 * time.Second
+
+func TestMain(m *testing.M) {
+	shmtest.Main(m, map[string]func([]string) int{"owner": ownerRole})
+}
+
+// ownerRole creates and tracks files as its arguments say ("track:PATH",
+// "forget:PATH" = track then forget), says "ready WATCHDOG_PID", and then
+// obeys one line: "close" (Close, say "closed", exit), "exit" (exit without
+// Close); anything else, or the parent's end, exits too.
+func ownerRole(args []string) int {
+	w := New()
+	for _, arg := range args {
+		op, path, _ := strings.Cut(arg, ":")
+		if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+			shmtest.Say("error %v", err)
+			return 1
+		}
+		if err := w.Track(path); err != nil {
+			shmtest.Say("error %v", err)
+			return 1
+		}
+		if op == "forget" {
+			w.Forget(path)
+		}
+	}
+	shmtest.Say("ready %d", w.pid())
+	if shmtest.Hear() == "close" {
+		w.Close()
+		shmtest.Say("closed")
+	}
+	return 0
+}
+
+func shmPath(name string) string { return "/dev/shm/" + shmtest.Key(name) }
+
+func exists(path string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(path, &st) == nil
+}
+
+// gone reports whether process pid has exited (a zombie counts: in a
+// container nobody may reap the orphaned watchdog).
+func gone(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) == 0 || fields[0] == "Z" || fields[0] == "X"
+}
+
+// startOwner runs ownerRole and returns it with its watchdog's pid.
+func startOwner(t *testing.T, args ...string) (*shmtest.Proc, int) {
+	t.Helper()
+	p := shmtest.Start(t, "owner", args...)
+	line := p.Line(t, patience)
+	pid, err := strconv.Atoi(strings.TrimPrefix(line, "ready "))
+	if err != nil || pid <= 0 {
+		t.Fatalf("child: %q", line)
+	}
+	return p, pid
+}
+
+func removeAll(paths ...string) {
+	for _, p := range paths {
+		os.Remove(p)
+	}
+}
+
+func TestOwnerDeathUnlinksTracked(t *testing.T) {
+	cases := []struct {
+		name string
+		end  func(t *testing.T, p *shmtest.Proc)
+	}{
+		{"SIGKILL", func(t *testing.T, p *shmtest.Proc) { p.Kill() }},
+		{"exit without Close", func(t *testing.T, p *shmtest.Proc) {
+			p.Send(t, "exit")
+			if err := p.Wait(t, patience); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := shmPath("tracked"), shmPath("tracked")
+			forgotten, recreated := shmPath("forgotten"), shmPath("recreated")
+			defer removeAll(a, b, forgotten, recreated)
+			p, pid := startOwner(t, "track:"+a, "track:"+b, "forget:"+forgotten, "track:"+recreated)
+			// Someone else consumes recreated and publishes a new file there.
+			os.Remove(recreated)
+			if err := os.WriteFile(recreated, []byte("new"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c.end(t, p)
+			shmtest.Eventually(t, patience, "tracked files unlinked and the watchdog gone", func() bool {
+				return !exists(a) && !exists(b) && gone(pid)
+			})
+			if !exists(forgotten) {
+				t.Error("forgotten file unlinked")
+			}
+			if data, err := os.ReadFile(recreated); err != nil || string(data) != "new" {
+				t.Errorf("re-created file unlinked or changed: %q, %v", data, err)
+			}
+		})
+	}
+}
+
+func TestCloseForgetsEverything(t *testing.T) {
+	a := shmPath("kept")
+	defer removeAll(a)
+	p, pid := startOwner(t, "track:"+a)
+	p.Send(t, "close")
+	if got := p.Line(t, patience); got != "closed" {
+		t.Fatalf("child: %q", got)
+	}
+	if !gone(pid) {
+		t.Fatal("watchdog still running after Close returned")
+	}
+	if err := p.Wait(t, patience); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(a) {
+		t.Fatal("Close unlinked a tracked file")
+	}
+}
+
+// The watchdog ignores the signals a Ctrl-C or a group kill sends, and runs
+// in a session of its own.
+func TestWatchdogSurvivesSignals(t *testing.T) {
+	a := shmPath("signalled")
+	defer removeAll(a)
+	p, pid := startOwner(t, "track:"+a)
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ignored uint64
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			ignored, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	for _, sig := range []syscall.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP} {
+		if ignored&(1<<(sig-1)) == 0 {
+			t.Errorf("watchdog does not ignore %v (SigIgn %#x)", sig, ignored)
+		}
+	}
+	if sid, err := unix.Getsid(pid); err != nil || sid != pid {
+		t.Errorf("watchdog session %d (%v), want its own (%d)", sid, err, pid)
+	}
+	unix.Kill(pid, unix.SIGINT)
+	unix.Kill(pid, unix.SIGTERM)
+	p.Kill()
+	shmtest.Eventually(t, patience, "tracked file unlinked after signals", func() bool {
+		return !exists(a) && gone(pid)
+	})
+}
+
+func TestNoInheritedDescriptors(t *testing.T) {
+	a := shmPath("fds")
+	secret := filepath.Join(t.TempDir(), "secret")
+	f, err := os.Create(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.WriteFile(a, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer removeAll(a)
+	w := New()
+	defer w.Close()
+	if err := w.Track(a); err != nil {
+		t.Fatal(err)
+	}
+	dir := "/proc/" + strconv.Itoa(w.pid()) + "/fd"
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		link, _ := os.Readlink(filepath.Join(dir, e.Name()))
+		if link == secret || strings.HasPrefix(link, "/dev/shm/") {
+			t.Errorf("watchdog holds fd %s -> %s", e.Name(), link)
+		}
+	}
+}
+
+func TestInProcessLifecycle(t *testing.T) {
+	a := shmPath("inproc")
+	if err := os.WriteFile(a, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer removeAll(a)
+	w := New()
+	if w.pid() != 0 {
+		t.Fatal("watchdog started before the first Track")
+	}
+	for range 3 {
+		if err := w.Track(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid := w.pid()
+	w.Forget(a)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !gone(pid) || !exists(a) {
+		t.Fatalf("after Close: watchdog gone %v, file kept %v", gone(pid), exists(a))
+	}
+	if err := w.Track(a); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Track after Close: %v", err)
+	}
+	w.Forget(a)
+	if err := w.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestTrackRejects(t *testing.T) {
+	dir := shmPath("dir")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	defer removeAll(dir)
+	cases := []struct {
+		path string
+		want error
+	}{
+		{"/tmp/x", ErrPath},
+		{"/dev/shm", ErrPath},
+		{"/dev/shm/", ErrPath},
+		{"/dev/shm/../etc/passwd", ErrPath},
+		{"/dev/shm/a/../b", ErrPath},
+		{"dev/shm/x", ErrPath},
+		{"/dev/shm/a\nb", ErrPath},
+		{"/dev/shm/a\x00b", ErrPath},
+		{"/dev/shm/" + strings.Repeat("a", maxPath), ErrPath},
+		{dir, ErrPath},
+		{shmPath("missing"), os.ErrNotExist},
+	}
+	w := New()
+	defer w.Close()
+	for _, c := range cases {
+		if err := w.Track(c.path); !errors.Is(err, c.want) {
+			t.Errorf("Track(%q) = %v, want %v", c.path, err, c.want)
+		}
+	}
+	if w.pid() != 0 {
+		t.Fatal("a rejected Track started the watchdog")
+	}
+}
+
+func TestStartFailure(t *testing.T) {
+	a := shmPath("nostart")
+	if err := os.WriteFile(a, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer removeAll(a)
+	for _, exe := range []string{"/nonexistent/omnishm", "/bin/true"} {
+		w := &Watchdog{exe: exe}
+		for range 2 {
+			if err := w.Track(a); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("%s: Track = %v, want ErrUnavailable", exe, err)
+			}
+		}
+		w.Forget(a)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestProtocolRoundTrip(t *testing.T) {
+	cases := []command{
+		{op: '+', id: fileID{dev: 25, ino: 1 << 40}, path: "/dev/shm/key_1"},
+		{op: '+', id: fileID{dev: 0, ino: ^uint64(0)}, path: "/dev/shm/omni_shm_ring_v1_0_ab/omni:x"},
+		{op: '-', path: "/dev/shm/key 2"},
+		{op: '.'},
+	}
+	for _, c := range cases {
+		var line []byte
+		switch c.op {
+		case '+':
+			line = appendTrack(nil, c.id, c.path)
+		case '-':
+			line = appendForget(nil, c.path)
+		default:
+			line = []byte(".\n")
+		}
+		got, err := parseCommand(strings.TrimSuffix(string(line), "\n"))
+		if err != nil || got != c {
+			t.Errorf("%q: parsed %+v, %v; want %+v", line, got, err, c)
+		}
+	}
+	for _, bad := range []string{"", "+", "+1:2", "+1:x:/dev/shm/a", "+-1:2:/dev/shm/a", "+1:2:/tmp/a",
+		"-/etc/passwd", "-", "*/dev/shm/a", "..", "+1:2:/dev/shm/../x"} {
+		if c, err := parseCommand(bad); err == nil {
+			t.Errorf("parseCommand(%q) = %+v, want error", bad, c)
+		}
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	reg := registry{}
+	x, y := fileID{1, 2}, fileID{1, 3}
+	reg.apply(command{op: '+', id: x, path: "/dev/shm/a"})
+	reg.apply(command{op: '+', id: y, path: "/dev/shm/b"})
+	reg.apply(command{op: '+', id: y, path: "/dev/shm/c"})
+	reg.apply(command{op: '-', path: "/dev/shm/b"})
+	if len(reg) != 2 || reg["/dev/shm/a"] != x {
+		t.Fatalf("registry %v", reg)
+	}
+	// a is still x; c was replaced by another file.
+	reg.prune(func(path string) (fileID, bool) {
+		if path == "/dev/shm/a" {
+			return x, true
+		}
+		return fileID{9, 9}, true
+	})
+	if len(reg) != 1 || reg["/dev/shm/a"] != x {
+		t.Fatalf("after prune %v", reg)
+	}
+	reg.apply(command{op: '.'})
+	if len(reg) != 0 {
+		t.Fatalf("after forget-all %v", reg)
+	}
+}
+
+func FuzzParseCommand(f *testing.F) {
+	f.Add("+1:2:/dev/shm/a")
+	f.Add("-/dev/shm/a")
+	f.Add(".")
+	f.Add("+18446744073709551615:0:/dev/shm/x/y")
+	f.Fuzz(func(t *testing.T, line string) {
+		c, err := parseCommand(line)
+		if err != nil {
+			return
+		}
+		if checkPath(c.path) != nil && c.op != '.' {
+			t.Fatalf("accepted path %q", c.path)
+		}
+		var again []byte
+		switch c.op {
+		case '+':
+			again = appendTrack(nil, c.id, c.path)
+		case '-':
+			again = appendForget(nil, c.path)
+		default:
+			again = []byte(".\n")
+		}
+		if c2, err := parseCommand(strings.TrimSuffix(string(again), "\n")); err != nil || c2 != c {
+			t.Fatalf("%q -> %+v -> %q -> %+v, %v", line, c, again, c2, err)
+		}
+	})
+}
+
+// BenchmarkTrack measures the put-path cost of tracking a segment and
+// forgetting it, against creating and unlinking that segment.
+func BenchmarkTrack(b *testing.B) {
+	path := shmPath("bench")
+	defer removeAll(path)
+	b.Run("create+unlink (baseline)", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+			if err != nil {
+				b.Fatal(err)
+			}
+			unix.Close(fd)
+			unix.Unlink(path)
+		}
+	})
+	b.Run("track+forget", func(b *testing.B) {
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		w := New()
+		defer w.Close()
+		if err := w.Track(path); err != nil { // starts the watchdog
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			w.Track(path)
+			w.Forget(path)
+		}
+	})
+}
