@@ -1,0 +1,86 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"omnishm/connector"
+	"omnishm/stream"
+	"omnishm/tensor"
+)
+
+// Stage 0 streams three chunks of codec codes for request "req-1" to stage
+// 1, which reads them in order until the finished chunk. Here both stages
+// live in one process; in a pipeline each opens its own connector with the
+// same wakeup scope.
+func Example() {
+	opts := connector.DefaultOptions()
+	opts.WakeupScope = fmt.Sprintf("stream-example-%d", os.Getpid())
+	opts.StageID = "0"
+	stage0, err := connector.Open(opts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stage0.Close()
+	opts.StageID = "1"
+	stage1, err := connector.Open(opts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stage1.Close()
+
+	ctx := context.Background()
+	sender, err := stream.NewSender(stage0, "0", "1", stream.SenderOptions{QueueLimit: 16})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for n := range 3 {
+		codes := make([]int64, 28)
+		for i := range codes {
+			codes[i] = int64(100*n + i)
+		}
+		audio, _ := tensor.FromSlice(codes, 1, 28)
+		send := sender.Send
+		if n == 2 {
+			send = sender.Finish // meta.finished = true
+		}
+		if err := send(ctx, "req-1", map[string]any{"codes": map[string]any{"audio": audio}}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+
+	reader, err := stream.NewReader(stage1, "0", "1", "req-1", stream.ReaderOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for {
+		chunk, err := reader.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		audio := chunk["codes"].(map[string]any)["audio"].(*tensor.Tensor)
+		codes, _ := tensor.Values[int64](audio)
+		fmt.Printf("chunk %d: shape %v first code %d finished %v\n", reader.Received()-1, audio.Shape, codes[0], stream.Finished(chunk))
+	}
+	// Everything was drained: the release reclaims nothing.
+	fmt.Println("reclaimed:", <-sender.Release("req-1"))
+	if err := sender.Close(); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// chunk 0: shape [1 28] first code 0 finished false
+	// chunk 1: shape [1 28] first code 100 finished false
+	// chunk 2: shape [1 28] first code 200 finished true
+	// reclaimed: 0
+}

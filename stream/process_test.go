@@ -1,0 +1,338 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"omnishm/connector"
+	"omnishm/internal/shmtest"
+	"omnishm/scope"
+)
+
+const wait = 30 * time.Second
+
+// rings are the two transports of every cross-process case: the host ring
+// (default) and per-key segments only.
+var rings = []struct {
+	name  string
+	bytes int
+}{{"ring", connector.DefaultRingBytes}, {"per-key", 0}}
+
+// roles are the child processes of the cross-process tests.
+var roles = map[string]func(args []string) int{
+	"produce": roleProduce,
+	"stall":   roleStall,
+}
+
+func openStage(tb testing.TB, sc, stage string, ringBytes int) *connector.SHM {
+	tb.Helper()
+	c, err := openConn(sc, stage, ringBytes)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+func openConn(sc, stage string, ringBytes int) (*connector.SHM, error) {
+	opts := connector.DefaultOptions()
+	opts.StageID = stage
+	opts.WakeupScope = sc
+	opts.HostRingBytes = ringBytes
+	return connector.Open(opts)
+}
+
+// roleProduce: args scope, ring bytes, chunks, requests...: sends the
+// requests' chunks interleaved as stage 0, says "sent", and on "release"
+// releases every request and says how many chunks that reclaimed.
+func roleProduce(args []string) int {
+	ringBytes, _ := strconv.Atoi(args[1])
+	chunks, _ := strconv.Atoi(args[2])
+	requests := args[3:]
+	conn, err := openConn(args[0], "0", ringBytes)
+	if err != nil {
+		shmtest.Say("error %v", err)
+		return 1
+	}
+	defer conn.Close()
+	s, err := NewSender(conn, "0", "1", SenderOptions{QueueLimit: 8})
+	if err != nil {
+		shmtest.Say("error %v", err)
+		return 1
+	}
+	ctx := context.Background()
+	for n := range chunks {
+		for r, req := range requests {
+			send := s.Send
+			if n == chunks-1 {
+				send = s.Finish
+			}
+			if err := send(ctx, req, map[string]any{"codes": map[string]any{"audio": codes(r, n)}}); err != nil {
+				shmtest.Say("error %v", err)
+				return 1
+			}
+		}
+	}
+	shmtest.Say("sent")
+	if shmtest.Hear() != "release" {
+		return 1
+	}
+	reclaimed := 0
+	for _, req := range requests {
+		reclaimed += <-s.Release(req)
+	}
+	if err := s.Close(); err != nil {
+		shmtest.Say("error %v", err)
+		return 1
+	}
+	shmtest.Say("reclaimed %d", reclaimed)
+	return 0
+}
+
+// roleStall: args scope, ring bytes, request, chunks: puts that many
+// chunks of request, never finishes it, says "sent" and waits to be killed.
+func roleStall(args []string) int {
+	ringBytes, _ := strconv.Atoi(args[1])
+	chunks, _ := strconv.Atoi(args[3])
+	conn, err := openConn(args[0], "0", ringBytes)
+	if err != nil {
+		shmtest.Say("error %v", err)
+		return 1
+	}
+	defer conn.Close()
+	s, _ := NewSender(conn, "0", "1", SenderOptions{})
+	for n := range chunks {
+		s.Send(context.Background(), args[2], map[string]any{"codes": map[string]any{"audio": codes(0, n)}})
+	}
+	if err := s.Close(); err != nil { // every chunk is put
+		shmtest.Say("error %v", err)
+		return 1
+	}
+	shmtest.Say("sent")
+	shmtest.Hear()
+	return 0
+}
+
+// childAlive is a SenderAlive for a child of this process: once the child
+// is reaped, kill(pid, 0) fails.
+func childAlive(p *shmtest.Proc) func() bool {
+	pid := p.Cmd.Process.Pid
+	return func() bool { return unix.Kill(pid, 0) == nil }
+}
+
+// TestCrossProcessInterleaved: a producer process interleaves the chunks of
+// many requests; one reader per request, all on one connector, gets each
+// request's chunks once, in order, with the finish mark on the last.
+func TestCrossProcessInterleaved(t *testing.T) {
+	const requests, chunks = 8, 24
+	for _, rc := range rings {
+		t.Run(rc.name, func(t *testing.T) {
+			sc := shmtest.Scope(t)
+			recv := openStage(t, sc, "1", rc.bytes)
+			var ids []string
+			for range requests {
+				ids = append(ids, shmtest.Key("req"))
+			}
+			p := shmtest.Start(t, "produce", append([]string{sc, strconv.Itoa(rc.bytes), strconv.Itoa(chunks)}, ids...)...)
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			var wg sync.WaitGroup
+			errs := make([]error, requests)
+			for r, id := range ids {
+				rd := mustReader(t, recv, id, ReaderOptions{SenderAlive: childAlive(p)})
+				wg.Go(func() { errs[r] = readAll(ctx, rd, r, chunks) })
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			if l := p.Line(t, wait); l != "sent" {
+				t.Fatalf("producer: %s", l)
+			}
+			p.Send(t, "release")
+			if l := p.Line(t, wait); l != "reclaimed 0" {
+				t.Fatalf("producer after a full drain: %s", l)
+			}
+			if err := p.Wait(t, wait); err != nil {
+				t.Fatal(err)
+			}
+			if h := recv.Health(); h.Gets != requests*chunks {
+				t.Fatalf("receiver health %+v, want %d gets", h, requests*chunks)
+			}
+		})
+	}
+}
+
+// TestReleaseAfterFinishRealConnector is the seed's
+// test_shm_release_reclaims_undrained_chunks_after_finish on the real
+// connector: the receiver drains chunk 0 of a finished three-chunk request;
+// release reclaims exactly chunks 1 and 2; siblings whose ids share the
+// prefix keep theirs.
+func TestReleaseAfterFinishRealConnector(t *testing.T) {
+	for _, rc := range rings {
+		t.Run(rc.name, func(t *testing.T) {
+			sc := shmtest.Scope(t)
+			prod := openStage(t, sc, "0", rc.bytes)
+			recv := openStage(t, sc, "1", rc.bytes)
+			s := mustSender(t, prod, SenderOptions{})
+			ctx := context.Background()
+			req := shmtest.Key("req")
+			// req+"0" shares the text prefix; req+"_0_1" even starts with
+			// the release prefix {req}_0_ and survives only because
+			// cleanup_prefix takes digits alone (SPEC §9).
+			siblings := []string{req + "0", req + "_0_1"}
+			for n := range 3 {
+				send := s.Send
+				if n == 2 {
+					send = s.Finish
+				}
+				if err := send(ctx, req, map[string]any{"codes": map[string]any{"audio": codes(1, n)}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, sib := range siblings {
+				if err := s.Send(ctx, sib, map[string]any{"who": "sibling"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rd := mustReader(t, recv, req, ReaderOptions{})
+			if c, err := rd.Next(ctx); err != nil || Finished(c) {
+				t.Fatalf("chunk 0: %v %v", c, err)
+			}
+			if n := <-s.Release(req); n != 2 || s.Reclaimed() != 2 {
+				t.Fatalf("release reclaimed %d (total %d), want 2", n, s.Reclaimed())
+			}
+			for n := 1; n < 3; n++ {
+				if p, _, ok, err := recv.Get("0", "1", Key(req, "0", n), nil); ok || err != nil {
+					t.Fatalf("chunk %d still there after release: %v %v", n, p, err)
+				}
+			}
+			for _, sib := range siblings {
+				p, _, ok, err := recv.Get("0", "1", Key(sib, "0", 0), nil)
+				if !ok || err != nil || p.(map[string]any)["who"] != "sibling" {
+					t.Fatalf("sibling %s lost its chunk: %v %v %v", sib, p, ok, err)
+				}
+			}
+			for _, sib := range siblings {
+				if n := <-s.Release(sib); n != 0 {
+					t.Fatalf("release of drained %s reclaimed %d", sib, n)
+				}
+			}
+		})
+	}
+}
+
+// cleanupSpy records CleanupPrefix calls of a real connector and holds Puts
+// at a gate.
+type cleanupSpy struct {
+	*gatedTransport
+	mu       sync.Mutex
+	prefixes []string
+}
+
+func (c *cleanupSpy) CleanupPrefix(prefix string) int {
+	c.mu.Lock()
+	c.prefixes = append(c.prefixes, prefix)
+	c.mu.Unlock()
+	return c.gatedTransport.CleanupPrefix(prefix)
+}
+
+func (c *cleanupSpy) calls() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.prefixes)
+}
+
+// TestReleaseQueuedBehindSendsRealConnector: with the real connector's puts
+// held, a release waits; once they run it reclaims all three chunks.
+func TestReleaseQueuedBehindSendsRealConnector(t *testing.T) {
+	for _, rc := range rings {
+		t.Run(rc.name, func(t *testing.T) {
+			sc := shmtest.Scope(t)
+			prod := openStage(t, sc, "0", rc.bytes)
+			spy := &cleanupSpy{gatedTransport: newGated(prod)}
+			s := mustSender(t, spy, SenderOptions{})
+			req := shmtest.Key("req")
+			for n := range 3 {
+				if err := s.Send(context.Background(), req, map[string]any{"codes": map[string]any{"audio": codes(0, n)}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			released := s.Release(req)
+			<-spy.started
+			if calls := spy.calls(); len(calls) != 0 || s.Reclaimed() != 0 {
+				t.Fatalf("cleanup ran before the sends: %v", calls)
+			}
+			for range 3 {
+				spy.gate <- struct{}{}
+			}
+			if n := <-released; n != 3 {
+				t.Fatalf("reclaimed %d, want 3", n)
+			}
+			if calls := spy.calls(); !slices.Equal(calls, []string{Prefix(req, "0")}) {
+				t.Fatalf("cleanup calls %v", calls)
+			}
+		})
+	}
+}
+
+// TestSenderGoneWhenKilled: the producer is killed (SIGKILL) mid-stream;
+// the reader, told by the liveness check, stops with ErrSenderGone instead
+// of waiting out its progress timeout.
+func TestSenderGoneWhenKilled(t *testing.T) {
+	for _, rc := range rings {
+		t.Run(rc.name, func(t *testing.T) {
+			sc := shmtest.Scope(t)
+			req := shmtest.Key("req")
+			t.Cleanup(func() { removeScope(sc, req) }) // runs last
+			recv := openStage(t, sc, "1", rc.bytes)
+			p := shmtest.Start(t, "stall", sc, strconv.Itoa(rc.bytes), req, "3")
+			if l := p.Line(t, wait); l != "sent" {
+				t.Fatalf("producer: %s", l)
+			}
+			rd := mustReader(t, recv, req, ReaderOptions{SenderAlive: childAlive(p), ProgressTimeout: time.Hour})
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			for n := range 3 {
+				if _, err := rd.Next(ctx); err != nil {
+					t.Fatalf("chunk %d: %v", n, err)
+				}
+			}
+			p.Kill()
+			_, err := rd.Next(ctx)
+			if !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), "dead") {
+				t.Fatalf("after the producer was killed: %v", err)
+			}
+			if _, err := rd.Next(ctx); errors.Is(err, io.EOF) {
+				t.Fatal("a dead stream ended as if finished")
+			}
+		})
+	}
+}
+
+// removeScope removes what a SIGKILLed producer of scope sc could not: its
+// rings, markers, FIFO and the request's segments. The crash watchdog may
+// have removed them already.
+func removeScope(sc, req string) {
+	names := scope.New(sc)
+	entries, _ := os.ReadDir(scope.ShmDir)
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, names.RingPrefix()) || strings.HasPrefix(n, req) || strings.HasPrefix(n, "shm_"+req) {
+			os.Remove(filepath.Join(scope.ShmDir, n))
+		}
+	}
+	os.RemoveAll(names.RingDir())
+	os.RemoveAll(names.WakeDir)
+}
