@@ -162,3 +162,23 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(specExample))
+	f.Add([]byte("connectors:\n  a: &x {name: SharedMemoryConnector}\n  b: *x\n"))
+	f.Add([]byte("connectors: {a: {name: SharedMemoryConnector, extra: {host_ring_bytes: 0}}}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		for name, c := range cfg.Connectors {
+			if err := c.Validate(); err != nil {
+				t.Fatalf("parsed %s but it does not validate: %v", name, err)
+			}
+		}
+	})
+}

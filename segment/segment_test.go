@@ -100,7 +100,10 @@ func roleHold(args []string) int {
 		return 1
 	}
 	shmtest.Say("held")
-	shmtest.Hear()
+	if shmtest.Hear() == "unlink" {
+		// What a receiver does on claiming: remove the lock file, then let go.
+		unix.Unlink(args[0])
+	}
 	unix.Close(fd)
 	shmtest.Say("released")
 	return 0
@@ -324,6 +327,63 @@ func TestHeldLockIsAMissThenClaims(t *testing.T) {
 	assertGone(t, DefaultDir, key)
 }
 
+// blockedOn reports whether some process waits in flock on the file with
+// inode ino (a "->" line of /proc/locks ends in maj:min:ino).
+func blockedOn(ino uint64) bool {
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return false
+	}
+	suffix := ":" + strconv.FormatUint(ino, 10)
+	for _, line := range strings.Split(string(locks), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 7 && f[1] == "->" && strings.HasSuffix(f[6], suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPutReopensALockFileRemovedWhileItWaited(t *testing.T) {
+	if _, err := os.Stat("/proc/locks"); err != nil {
+		t.Skip("no /proc/locks to see the producer wait")
+	}
+	var created int
+	p := NewProducer(Options{OnCreate: func(string) { created++ }})
+	defer p.Close()
+	key := shmtest.Key("reopen")
+	lockPath := DefaultDir + "/" + lockName(key)
+	if err := os.WriteFile(lockPath, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(lockPath, &st); err != nil {
+		t.Fatal(err)
+	}
+	holder := shmtest.Start(t, "hold", lockPath)
+	if l := holder.Line(t, wait); l != "held" {
+		t.Fatalf("holder: %s", l)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Put(key, []byte("after the wait"))
+		done <- err
+	}()
+	shmtest.Eventually(t, wait, "the producer to wait on the lock", func() bool { return blockedOn(st.Ino) })
+	holder.Send(t, "unlink")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var now unix.Stat_t
+	if err := unix.Stat(lockPath, &now); err != nil || now.Ino == st.Ino {
+		t.Fatalf("lock file not recreated: ino %d -> %d (%v)", st.Ino, now.Ino, err)
+	}
+	if got := mustClaim(t, "", key); string(got) != "after the wait" || created != 1 {
+		t.Fatalf("claimed %q, %d creations", got, created)
+	}
+	assertGone(t, DefaultDir, key)
+}
+
 func TestCleanupAndPrefix(t *testing.T) {
 	p := NewProducer(Options{})
 	defer p.Close()
@@ -373,6 +433,29 @@ func TestCleanupAndPrefix(t *testing.T) {
 		t.Fatal("retired a key this producer did not publish")
 	}
 	assertPresent(t, DefaultDir+"/"+key)
+}
+
+func TestPendingRotation(t *testing.T) {
+	s := newPendingSet()
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		s.add(k)
+	}
+	s.add("a") // present: keeps its place
+	consumed := map[string]bool{"b": true, "e": true}
+	keep := func(k string) bool { return !consumed[k] }
+	if got := s.rotate(3, keep); fmt.Sprint(got) != "[b]" {
+		t.Fatalf("first batch dropped %v", got)
+	}
+	// a and c went to the back: d and e come first now.
+	if got := s.keys(nil); fmt.Sprint(got) != "[d e a c]" {
+		t.Fatalf("order %v", got)
+	}
+	if got := s.rotate(10, keep); fmt.Sprint(got) != "[e]" || s.len() != 3 {
+		t.Fatalf("second batch dropped %v, %d left", got, s.len())
+	}
+	if !s.remove("a") || s.remove("a") || s.has("a") {
+		t.Fatal("remove")
+	}
 }
 
 func TestMatchesPrefix(t *testing.T) {
