@@ -212,6 +212,9 @@ func Decode(b []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if count > len(h.b)/4 { // a descriptor takes at least 4 bytes
+		return nil, corrupt("%d descriptors in a %d-byte header", count, headerLen)
+	}
 	var small [8]descriptor
 	descs := small[:0]
 	// Every tensor's shape is a window of one dimension list.

@@ -329,19 +329,23 @@ func (s *encodeState) value(b []byte, v reflect.Value) ([]byte, error) {
 		return appendFloat(b, v.Float()), nil
 	case reflect.String:
 		return AppendString(b, v.String()), nil
-	case reflect.Pointer, reflect.Interface:
+	case reflect.Interface:
 		if v.IsNil() {
 			return appendNil(b), nil
 		}
+		if v.CanInterface() {
+			return s.encode(b, v.Interface()) // already boxed: back to the fast paths
+		}
+		return s.value(b, v.Elem())
+	case reflect.Pointer:
+		if v.IsNil() {
+			return appendNil(b), nil
+		}
+		// Pointers count towards the depth: a pointer cycle must end.
 		if err := s.enter(); err != nil {
 			return b, err
 		}
-		var err error
-		if v.Kind() == reflect.Interface && v.CanInterface() {
-			b, err = s.encode(b, v.Interface()) // already boxed: back to the fast paths
-		} else {
-			b, err = s.value(b, v.Elem())
-		}
+		b, err := s.value(b, v.Elem())
 		s.depth--
 		return b, err
 	case reflect.Slice:

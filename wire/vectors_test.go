@@ -237,6 +237,20 @@ func sameValue(got, want any) error {
 		return nil
 	case wire.Map:
 		return sameValue(got, asStringMap(w))
+	case map[any]any:
+		g, ok := got.(map[any]any)
+		if !ok || len(g) != len(w) {
+			return fmt.Errorf("got %#v, want a map of %d", got, len(w))
+		}
+		for k, wv := range w {
+			if f, ok := k.(float64); ok && math.IsNaN(f) {
+				continue // a NaN key cannot be looked up
+			}
+			if err := sameValue(g[k], wv); err != nil {
+				return fmt.Errorf("[%v]: %w", k, err)
+			}
+		}
+		return nil
 	}
 	if got != want {
 		return fmt.Errorf("got %#v (%T), want %#v (%T)", got, got, want, want)

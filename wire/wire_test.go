@@ -99,11 +99,18 @@ func TestMarshalForms(t *testing.T) {
 func TestMarshalUnsupported(t *testing.T) {
 	cyclic := []any{nil}
 	cyclic[0] = cyclic
+	type node struct{ Next *node }
+	loop := &node{}
+	loop.Next = loop
+	self := new(any)
+	*self = self
 	for name, v := range map[string]any{
 		"chan":        make(chan int),
 		"func":        func() {},
 		"complex":     complex(1, 2),
 		"cycle":       cyclic,
+		"struct loop": loop,
+		"self":        self,
 		"bad tensor":  &tensor.Tensor{DType: tensor.Int32, Shape: []int{2}, Data: []byte{1}},
 		"bad dtype":   &tensor.Tensor{DType: 99},
 		"bad array":   &tensor.Array{DType: "?", Shape: []int{1}, Data: []byte{1}},
