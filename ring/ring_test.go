@@ -24,12 +24,15 @@ func TestMain(m *testing.M) {
 		"producer": roleProducer,
 		"receiver": roleReceiver,
 		"locker":   roleLocker,
+		"echoer":   roleEchoer,
 	})
 }
 
 const wait = 20 * time.Second
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func scopeNames(sc string) scope.Names { return scope.New(sc) }
 
 func newTransport(t testing.TB, sc string, capacity int) *Transport {
 	t.Helper()

@@ -50,10 +50,21 @@ type edgeKey struct{ from, to string }
 
 // edgeState is a receiver's discovery state for one edge (SPEC §7).
 type edgeState struct {
+	from, to string
 	prefix   string
+	// Under Transport.mu:
 	readers  []*reader // attached rings of the edge; replaced, never mutated
 	complete bool      // every marker seen at stamp/gen was attached
 	stamp    dirStamp
+	gen      uint64
+	// view is the lock-free copy the poll path reads.
+	view atomic.Pointer[edgeView]
+}
+
+// edgeView is an immutable snapshot of an edge for the poll path.
+type edgeView struct {
+	readers  []*reader
+	complete bool
 	gen      uint64
 }
 
@@ -79,6 +90,11 @@ type Transport struct {
 	edges     map[edgeKey]*edgeState
 	watch     *watcher
 	watchErr  error
+
+	// Lock-free copies for the poll path, published under mu.
+	isClosed  atomic.Bool
+	edgeList  atomic.Pointer[[]*edgeState]
+	watchView atomic.Pointer[watcher]
 	usedDir   bool // this process made or used the ring directory as a producer
 }
 
@@ -362,21 +378,31 @@ func (t *Transport) Get(from, to, key string, desc *Descriptor, decode func(kind
 	if t.capacity == 0 || !scope.IsNumeric(from) || !scope.IsNumeric(to) {
 		return nil, 0, false, nil
 	}
-	t.mu.RLock()
-	if t.closed {
-		t.mu.RUnlock()
+	// The poll path reads only atomics and the readers' own mutexes.
+	if t.isClosed.Load() {
 		return nil, 0, false, nil
 	}
-	es, w := t.edges[edgeKey{from, to}], t.watch
+	var view *edgeView
+	if list := t.edgeList.Load(); list != nil {
+		for _, es := range *list {
+			if es.from == from && es.to == to {
+				view = es.view.Load()
+				break
+			}
+		}
+	}
+	w := t.watchView.Load()
 	var readers []*reader
 	var fresh bool
 	var gen uint64
-	if es != nil {
-		readers, fresh, gen = es.readers, es.complete && w != nil, es.gen
+	if view != nil {
+		readers, fresh, gen = view.readers, view.complete && w != nil, view.gen
 	}
-	t.mu.RUnlock()
 	sawDead := false
 	for _, r := range readers {
+		if r.quickMiss(key) {
+			continue
+		}
 		v, size, ok, dead, err := r.receive(&t.stats, key, nil, decode)
 		if ok || err != nil {
 			return v, size, ok, err
@@ -390,6 +416,20 @@ func (t *Transport) Get(from, to, key string, desc *Descriptor, decode func(kind
 		return nil, 0, false, nil
 	}
 	return t.discover(edgeKey{from, to}, key, decode, sawDead, readers)
+}
+
+// quickMiss reports, without a lock or system call, that key cannot be in
+// this ring: not indexed, and head unchanged since the last locked scan
+// (SPEC §3 "a miss must be cheap").
+func (r *reader) quickMiss(key string) bool {
+	r.mu.Lock()
+	miss := !r.closed && !r.dead.Load() && r.m.head() == r.ix.cursor
+	if miss && len(r.ix.byKey) > 0 {
+		_, indexed := r.ix.byKey[key]
+		miss = !indexed
+	}
+	r.mu.Unlock()
+	return miss
 }
 
 // receive tries to take key from one attached ring. dead reports a ring to
@@ -572,6 +612,18 @@ func (t *Transport) rebuildEdgesLocked() {
 		}
 		es.readers = rs
 	}
+	t.publishLocked()
+}
+
+// publishLocked refreshes the poll path's copies of the edges. t.mu is held.
+func (t *Transport) publishLocked() {
+	list := make([]*edgeState, 0, len(t.edges))
+	for _, es := range t.edges {
+		es.view.Store(&edgeView{readers: es.readers, complete: es.complete, gen: es.gen})
+		list = append(list, es)
+	}
+	t.edgeList.Store(&list)
+	t.watchView.Store(t.watch)
 }
 
 // dropReaderLocked closes an attached ring and forgets it. Like the Python
@@ -628,7 +680,7 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 	}
 	es := t.edges[ek]
 	if es == nil {
-		es = &edgeState{prefix: t.names.EdgePrefix(ek.from, ek.to)}
+		es = &edgeState{from: ek.from, to: ek.to, prefix: t.names.EdgePrefix(ek.from, ek.to)}
 		t.edges[ek] = es
 		t.rebuildEdgesLocked()
 	}
@@ -652,6 +704,7 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 			e.complete = false
 		}
 		t.reapReadersLocked()
+		t.publishLocked()
 		t.mu.Unlock()
 		if err == unix.ENOENT {
 			return nil, 0, false, nil
@@ -671,7 +724,10 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 	}
 	stamp := stampOf(&st)
 	if es.complete && es.stamp == stamp && !untried(es.readers, tried) {
-		es.gen = gen
+		if es.gen != gen {
+			es.gen = gen
+			t.publishLocked()
+		}
 		t.mu.Unlock()
 		return nil, 0, false, nil
 	}
@@ -706,6 +762,7 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 		}
 	}
 	es.complete, es.stamp, es.gen = complete, stamp, gen
+	t.publishLocked()
 	// Rings attached since the caller's snapshot (by a descriptor or
 	// another goroutine) are tried too.
 	for _, r := range es.readers {
@@ -841,6 +898,8 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closed = true
+	t.isClosed.Store(true)
+	t.edgeList.Store(nil)
 	producers, readers, w, usedDir := t.producers, t.order, t.watch, t.usedDir
 	t.producers, t.readers, t.order, t.edges = nil, nil, nil, nil
 	t.mu.Unlock()
