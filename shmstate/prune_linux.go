@@ -10,36 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// PruneOptions select what Prune removes.
-type PruneOptions struct {
-	Options
-	// DryRun runs every check, including the non-blocking locks, and reports
-	// what would be removed without removing anything.
-	DryRun bool
-	// SegmentsOlderThan, when positive, also removes per-key segments (and
-	// their lock files) last written longer ago than this, if their lock can
-	// be taken without waiting. Zero leaves every segment alone.
-	SegmentsOlderThan time.Duration
-	// FIFOGrace is how old a reader-less FIFO must be before it is removed,
-	// so that one a receiver has just created and not yet opened is spared.
-	FIFOGrace time.Duration
-}
-
-// Removal is one path Prune removed (or, in a dry run, would remove), or
-// skipped and why.
-type Removal struct {
-	Path string `json:"path"`
-	// What is ring, marker, lock, segment, fifo or dir.
-	What   string `json:"what"`
-	Reason string `json:"reason"`
-}
-
-// Report is what one Prune did.
-type Report struct {
-	Removed []Removal `json:"removed"`
-	Skipped []Removal `json:"skipped"`
-}
-
 // errSkip marks a candidate that failed its re-check: not an error, the
 // file is simply not abandoned (any more).
 var errSkip = errors.New("skip")
