@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"omnishm/shmstate"
+)
+
+// pruneFIFOGrace spares a wakeup FIFO a receiver has just created and not
+// yet opened (SPEC §8: it opens its FIFO right after mkfifo).
+const pruneFIFOGrace = 2 * time.Second
+
+func init() {
+	register(command{
+		name:  "prune",
+		usage: "[--scope S | --all] [--key-prefix P] [--dry-run] [--older-than DURATION]",
+		summary: "remove this user's abandoned omnishm files: rings and markers of dead producers, markers\n" +
+			"without rings, orphan lock files, FIFOs without a reader, empty scope directories, and\n" +
+			"(only with --older-than) per-key segments whose lock is free; lists every path",
+		run: runPrune,
+	})
+}
+
+func runPrune(ctx context.Context, args []string, inv *invocation) int {
+	fs := inv.flags()
+	sel := declareScopeFlags(fs)
+	dry := fs.Bool("dry-run", false, "list what would be removed, remove nothing")
+	olderThan := fs.Duration("older-than", 0, "also remove per-key segments not written for this long (0: never)")
+	if code, ok := inv.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return inv.usageError("unexpected arguments %q", fs.Args())
+	}
+	if *olderThan < 0 {
+		return inv.usageError("--older-than %v: want a positive duration", *olderThan)
+	}
+	opts, code, ok := sel.options(inv)
+	if !ok {
+		return code
+	}
+	rep, err := shmstate.Prune(shmstate.PruneOptions{Options: opts, DryRun: *dry, SegmentsOlderThan: *olderThan, FIFOGrace: pruneFIFOGrace})
+	verb := "removed"
+	if *dry {
+		verb = "would remove"
+	}
+	for _, r := range rep.Removed {
+		fmt.Fprintf(inv.out, "%s %s %s (%s)\n", verb, r.What, r.Path, r.Reason)
+	}
+	for _, r := range rep.Skipped {
+		fmt.Fprintf(inv.out, "kept %s %s (%s)\n", r.What, r.Path, r.Reason)
+	}
+	if err != nil {
+		return inv.fail(err)
+	}
+	return exitOK
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"omnishm/connector"
+	"omnishm/jsonform"
+)
+
+func init() {
+	register(command{
+		name:  "recv",
+		usage: "--scope S --from F --to T --key K [--descriptor JSON] [--timeout DURATION] [--ring-bytes N]",
+		summary: "receive one payload as stage T and print it in the JSON form (SPEC §10) on one line;\n" +
+			"exit 1 if nothing arrives within --timeout",
+		run: runRecv,
+	})
+}
+
+func runRecv(ctx context.Context, args []string, inv *invocation) int {
+	fs, e := declareEdgeFlags(inv, "host ring capacity of this end (as in the deployment's configuration); 0: per-key only")
+	descText := fs.String("descriptor", "", "the descriptor send printed (JSON, plain or {key: descriptor}): read only that publication")
+	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	if code, ok := inv.parse(fs, args); !ok {
+		return code
+	}
+	if code, ok := e.check(inv); !ok {
+		return code
+	}
+	if *timeout <= 0 {
+		return inv.usageError("--timeout %v: want a positive duration", *timeout)
+	}
+	if fs.NArg() > 0 {
+		return inv.usageError("unexpected arguments %q", fs.Args())
+	}
+	var desc *connector.Descriptor
+	if *descText != "" {
+		var err error
+		if desc, err = connector.ParseDescriptor([]byte(*descText), *e.key); err != nil {
+			return inv.usageError("--descriptor: %v", err)
+		}
+	}
+	conn, err := e.open(*e.to)
+	if err != nil {
+		return inv.fail(err)
+	}
+	defer conn.Close()
+	rctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	payload, err := receive(rctx, conn, *e.from, *e.to, *e.key, desc)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(inv.err, "omnishm recv: interrupted")
+		return exitInterrupted
+	case errors.Is(err, context.DeadlineExceeded):
+		return inv.fail(fmt.Errorf("nothing received for key %q on edge %s->%s within %v", *e.key, *e.from, *e.to, *timeout))
+	case err != nil:
+		return inv.fail(err)
+	}
+	text, err := jsonform.Marshal(payload)
+	if err != nil {
+		return inv.fail(err)
+	}
+	fmt.Fprintf(inv.out, "%s\n", text)
+	return exitOK
+}
+
+// receive blocks on the connector's wakeups (Recv) or, with a descriptor,
+// polls Get for exactly that publication, until ctx ends.
+func receive(ctx context.Context, conn *connector.SHM, from, to, key string, desc *connector.Descriptor) (any, error) {
+	if desc == nil {
+		v, _, err := conn.Recv(ctx, from, key)
+		return v, err
+	}
+	backoff := 100 * time.Microsecond
+	for {
+		deadline, _ := ctx.Deadline()
+		v, _, ok, err := conn.GetWithDeadline(from, to, key, desc, deadline)
+		if err != nil || ok {
+			return v, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 10*time.Millisecond)
+	}
+}
