@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -305,4 +306,42 @@ func TestGoProducerPythonLayout(t *testing.T) {
 	_ = filepath.Join
 	_ = strconv.Itoa
 	_ = time.Second
+}
+
+func TestPruneRemovesOnlyDeadProducers(t *testing.T) {
+	sc := shmtest.Scope(t)
+	names := scope.New(sc)
+	live := newTransport(t, sc, 4096)
+	d := mustPut(t, live, "0", "1", "live", []byte{1})
+	file, _ := loadRingVector(t)
+	dead := names.EdgePrefix("0", "1") + "109620_" + strings.Repeat("cd", 16)
+	stale := names.EdgePrefix("0", "1") + "1_" + strings.Repeat("ef", 16)
+	if err := os.WriteFile(scope.ShmDir+"/"+dead, file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{dead, stale} {
+		if err := os.WriteFile(names.RingDir()+"/"+m, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range []string{scope.ShmDir + "/" + dead, names.RingDir() + "/" + dead, names.RingDir() + "/" + stale} {
+			os.Remove(p)
+		}
+	})
+	removed, err := Prune(names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{scope.ShmDir + "/" + dead, names.RingDir() + "/" + dead, names.RingDir() + "/" + stale}
+	slices.Sort(removed)
+	slices.Sort(want)
+	if !slices.Equal(removed, want) {
+		t.Fatalf("removed %v, want %v", removed, want)
+	}
+	for _, p := range []string{scope.ShmDir + "/" + d.Name, names.RingDir() + "/" + d.Name} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("live producer's %s: %v", p, err)
+		}
+	}
 }

@@ -415,7 +415,7 @@ func (t *Transport) Get(from, to, key string, desc *Descriptor, decode func(kind
 	if !sawDead && fresh && w.watching.Load() && w.gen.Load() == gen {
 		return nil, 0, false, nil
 	}
-	return t.discover(edgeKey{from, to}, key, decode, sawDead, readers)
+	return t.discover(edgeKey{from, to}, key, decode, readers)
 }
 
 // quickMiss reports, without a lock or system call, that key cannot be in
@@ -672,7 +672,7 @@ func (t *Transport) watcherLocked() *watcher {
 // attaches every not-yet-attached marker of the edge, prunes markers whose
 // ring or producer is gone, and caches the stamp only if every attach
 // succeeded. Then the new rings are tried for key.
-func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (any, error), sawDead bool, tried []*reader) (any, int, bool, error) {
+func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (any, error), tried []*reader) (any, int, bool, error) {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -684,14 +684,14 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 		t.edges[ek] = es
 		t.rebuildEdgesLocked()
 	}
-	if sawDead {
-		for _, r := range append([]*reader(nil), es.readers...) {
-			if r.dead.Load() {
-				t.dropReaderLocked(r)
-			}
+	w := t.watcherLocked()
+	for _, r := range append([]*reader(nil), es.readers...) {
+		// Without a watched pidfd nothing flags a dead producer off the poll
+		// path: check it here, as the Python receiver does on every get.
+		if r.dead.Load() || (w == nil || r.pidfd < 0) && !r.alive(&t.stats) {
+			t.dropReaderLocked(r)
 		}
 	}
-	w := t.watcherLocked()
 	var gen uint64
 	if w != nil {
 		gen = w.gen.Load() // before the stat: a later event moves gen again
