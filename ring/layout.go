@@ -209,10 +209,16 @@ func frameTotal(keyLen, payloadLen int) uint64 {
 // reclaim returns the new tail after advancing over done and padding frames
 // (SPEC §3 put): only the producer calls it, under the ring lock.
 func reclaim(data []byte, head, tail uint64) (uint64, error) {
+	if tail > head || head-tail > uint64(len(data)) {
+		return tail, fmt.Errorf("%w: head %d, tail %d, capacity %d", ErrCorrupt, head, tail, len(data))
+	}
 	for tail < head {
 		f, err := readFrame(data, tail)
 		if err != nil {
 			return tail, err
+		}
+		if uint64(f.total) > head-tail {
+			return tail, fmt.Errorf("%w: frame at %d ends after head %d", ErrCorrupt, tail, head)
 		}
 		if f.kind != kindPadding && f.state != stateDone {
 			break
@@ -293,7 +299,7 @@ func (ix *index) scan(data []byte, head, tail uint64) error {
 		if err != nil {
 			return err
 		}
-		if pos+uint64(f.total) > head {
+		if uint64(f.total) > head-pos { // not pos+total: that may overflow
 			return fmt.Errorf("%w: frame at %d ends after head %d", ErrCorrupt, pos, head)
 		}
 		ix.cursor += uint64(f.total)
@@ -324,7 +330,7 @@ func Parse(file []byte) (Header, []FrameInfo, error) {
 		if err != nil {
 			return h, frames, err
 		}
-		if pos+uint64(f.total) > h.Head {
+		if uint64(f.total) > h.Head-pos {
 			return h, frames, fmt.Errorf("%w: frame at %d ends after head %d", ErrCorrupt, pos, h.Head)
 		}
 		info := FrameInfo{Position: pos, Total: int(f.total), Kind: f.kind, Done: f.state == stateDone}

@@ -357,3 +357,24 @@ func FuzzScanTake(f *testing.F) {
 		}
 	})
 }
+
+func TestParseNearPositionOverflow(t *testing.T) {
+	r := newMemRing(64)
+	// A tail just below 2^64: pos + total wraps; must not loop.
+	binary.LittleEndian.PutUint64(r.file[offTail:], 1<<64-32)
+	binary.LittleEndian.PutUint64(r.file[offHead:], 1<<64-16)
+	writeFrame(r.data(), 1<<64-32, frame{total: 32, kind: kindPadding, state: stateDone})
+	if _, _, err := Parse(r.file); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("err %v", err)
+	}
+	var ix index
+	if err := ix.scan(r.data(), 1<<64-16, 1<<64-32); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("scan err %v", err)
+	}
+	if _, err := reclaim(r.data(), 1<<64-16, 1<<64-32); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("reclaim err %v", err)
+	}
+	if _, err := reclaim(r.data(), 1<<60, 0); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("reclaim of an impossible range: %v", err)
+	}
+}
