@@ -46,13 +46,11 @@ func serveTransfers(conn net.Conn) error {
 func roleBenchSHM(args []string) int {
 	conn, err := net.Dial("unix", args[0])
 	if err != nil {
-		shmtest.Say("err %v", err)
-		return 1
+		return childFailed(err)
 	}
 	defer conn.Close()
 	if err := serveTransfers(conn); err != nil {
-		shmtest.Say("err %v", err)
-		return 1
+		return childFailed(err)
 	}
 	return 0
 }

@@ -185,9 +185,10 @@ func (p *Producer) retire(key string) (bool, error) {
 		return false, nil
 	}
 	seg := p.segPath(key)
-	defer p.notify(p.onRemove, seg)
 	fd, err := lockFile(p.lockPath(key), true)
 	if err != nil {
+		// The segment may still be there: OnRemove stays unsaid, so a
+		// crash watchdog still removes it.
 		return false, fmt.Errorf("segment: retire %q: %w", key, err)
 	}
 	defer closeFD(fd)
@@ -195,6 +196,7 @@ func (p *Producer) retire(key string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("segment: retire %q: %w", key, err)
 	}
+	p.notify(p.onRemove, seg)
 	// Unlink the lock file while holding it, as a receiver does, so a
 	// waiting producer notices and reopens.
 	if _, err := remove(p.lockPath(key)); err != nil {
