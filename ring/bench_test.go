@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"omnishm/internal/shmtest"
 )
 
@@ -143,5 +145,23 @@ func roleEchoer(args []string) int {
 			}
 			i++
 		}
+	}
+}
+
+// BenchmarkFlockBaseline is one LOCK_EX + LOCK_UN pair on a /dev/shm file:
+// the unit in which the ring's costs are reported (a put+get pair makes
+// two such pairs plus one pidfd poll).
+func BenchmarkFlockBaseline(b *testing.B) {
+	path := "/dev/shm/" + shmtest.Key("flock")
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Unlink(path)
+	defer unix.Close(fd)
+	b.ReportAllocs()
+	for range b.N {
+		unix.Flock(fd, unix.LOCK_EX)
+		unix.Flock(fd, unix.LOCK_UN)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 const vectors = "../testdata/vectors"
@@ -324,11 +326,23 @@ func FuzzScanTake(f *testing.F) {
 	}
 	f.Add(file[headerSize:], uint64(17136), uint64(15360), "req55_0_55")
 	f.Add(make([]byte, 64), uint64(32), uint64(0), "")
-	f.Fuzz(func(t *testing.T, data []byte, head, tail uint64, key string) {
-		if len(data) < 16 {
+	// The ring bytes sit at the end of a shared mapping followed by a
+	// PROT_NONE guard page: a read past the buffer would fault.
+	const region = 1 << 20
+	mem, err := unix.Mmap(-1, 0, region+4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := unix.Mprotect(mem[region:], unix.PROT_NONE); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, input []byte, head, tail uint64, key string) {
+		if len(input) < 16 || len(input) > region {
 			return
 		}
-		data = data[:len(data)&^15]
+		n := len(input) &^ 15
+		data := mem[region-n : region : region]
+		copy(data, input)
 		var ix index
 		for range 2 {
 			if err := ix.scan(data, head, tail); err != nil {

@@ -525,3 +525,18 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 		t.Fatalf("receivers removed the producer's ring: %v", err)
 	}
 }
+
+func TestPutDoesNotAllocate(t *testing.T) {
+	_, p, _ := pair(t, 4096)
+	payload := codes(3)
+	write := func(dst []byte) { copy(dst, payload) }
+	mustPut(t, p, "0", "1", "same", payload)
+	// Re-publishing retires the previous frame, so the ring never fills.
+	if a := testing.AllocsPerRun(200, func() {
+		if _, ok, _ := p.Put("0", "1", "same", KindBytes, len(payload), write); !ok {
+			t.Fatal("refused")
+		}
+	}); a != 0 {
+		t.Fatalf("%v allocations per put", a)
+	}
+}

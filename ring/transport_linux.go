@@ -127,6 +127,9 @@ func New(opts Options) (*Transport, error) {
 	if opts.Capacity != 0 && (opts.Capacity < MinCapacity || opts.Capacity > MaxCapacity) {
 		return nil, fmt.Errorf("%w: %d", ErrCapacity, opts.Capacity)
 	}
+	if opts.Capacity != 0 && !strings.HasPrefix(opts.Names.RingDirName, scope.RingDirPrefix) {
+		return nil, fmt.Errorf("ring: Options.Names has no ring directory (use scope.New)")
+	}
 	t := &Transport{
 		names:     opts.Names,
 		uid:       os.Getuid(),
