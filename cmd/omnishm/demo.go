@@ -22,7 +22,7 @@ import (
 func init() {
 	register(command{
 		name:  "demo",
-		usage: "[--requests N] [--chunks M] [--ring-bytes N] [--out DIR]",
+		usage: "[--requests N] [--chunks M] [--ring-bytes N] [--out DIR] [--interval D]",
 		summary: "run a three-stage audio pipeline (codes -> samples -> WAV files) as processes\n" +
 			"connected by omnishm edges, and report throughput, latency and transport counters",
 		run: runDemo,
@@ -41,6 +41,7 @@ type demoRun struct {
 	requests  []string
 	chunks    int
 	ring      int
+	interval  time.Duration
 	out       string
 	stages    [3]*stageChild
 	events    chan stageMessage
@@ -69,7 +70,9 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 	requests := fs.Int("requests", 8, "concurrent requests")
 	chunks := fs.Int("chunks", 32, "chunks per request (each [1, 28] codes, 1792 audio samples)")
 	ring := fs.Int("ring-bytes", connector.DefaultRingBytes, "host ring capacity per producer and edge: 0 (per-key segments only) or 4096..67108864")
-	out := fs.String("out", "", "directory for the WAV files (default: a new temporary directory)")
+	out := fs.String("out", "", "directory for the WAV files (default: a new temporary directory, kept)")
+	interval := fs.Duration("interval", 0, "stage 0 emits one chunk per request every interval (0: all at once, which\n"+
+		"measures throughput; the latencies then include queueing behind earlier chunks)")
 	if code, ok := inv.parse(fs, args); !ok {
 		return code
 	}
@@ -82,6 +85,8 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 		return inv.usageError("--chunks %d: want 1..1000000", *chunks)
 	case *ring != 0 && (*ring < 4096 || *ring > 64<<20):
 		return inv.usageError("--ring-bytes %d: want 0 or 4096..67108864", *ring)
+	case *interval < 0 || *interval > time.Minute:
+		return inv.usageError("--interval %v: want 0..1m", *interval)
 	}
 	var id [8]byte
 	rand.Read(id[:])
@@ -90,6 +95,7 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 		keyPrefix: "demo-" + hex.EncodeToString(id[:]) + "-",
 		chunks:    *chunks,
 		ring:      *ring,
+		interval:  *interval,
 		out:       *out,
 		events:    make(chan stageMessage, 64),
 	}
@@ -132,6 +138,7 @@ func (d *demoRun) execute(ctx context.Context, progress io.Writer) (string, erro
 	if err != nil {
 		return "", err
 	}
+	launched := time.Now()
 	upstream := 0
 	for i := range d.stages {
 		c, err := d.start(exe, i, upstream)
@@ -156,6 +163,7 @@ func (d *demoRun) execute(ctx context.Context, progress io.Writer) (string, erro
 		}
 	}
 	start := time.Now()
+	setup := start.Sub(launched)
 	if err := d.tell("go"); err != nil {
 		return "", err
 	}
@@ -202,13 +210,13 @@ func (d *demoRun) execute(ctx context.Context, progress io.Writer) (string, erro
 			return "", fmt.Errorf("stage %d: %w", i, c.err)
 		}
 	}
-	return d.report(elapsed, done)
+	return d.report(setup, elapsed, done)
 }
 
 // start runs the demo's own binary as stage i.
 func (d *demoRun) start(exe string, i, upstream int) (*stageChild, error) {
 	cfg, err := json.Marshal(stageConfig{
-		Stage: i, Scope: d.scope, Requests: d.requests, Chunks: d.chunks, RingBytes: d.ring,
+		Stage: i, Scope: d.scope, Requests: d.requests, Chunks: d.chunks, RingBytes: d.ring, IntervalNS: int64(d.interval),
 		Out: d.out, UpstreamPID: upstream, ParentPID: os.Getpid(),
 	})
 	if err != nil {
@@ -254,21 +262,25 @@ func (d *demoRun) start(exe string, i, upstream int) (*stageChild, error) {
 // next returns the next stage event, or an error when a stage failed or
 // stopped talking, ctx ended, or the optional deadline passed.
 func (d *demoRun) next(ctx context.Context, deadline <-chan time.Time) (stageMessage, error) {
-	select {
-	case m := <-d.events:
-		switch {
-		case m.ev == nil:
-			c := d.stages[m.stage]
-			<-c.exited
-			return m, fmt.Errorf("stage %d ended early: %v", m.stage, c.err)
-		case m.ev.Event == "error":
-			return m, fmt.Errorf("stage %d: %s", m.stage, m.ev.Error)
+	for {
+		select {
+		case m := <-d.events:
+			switch {
+			case m.ev == nil && d.stages[m.stage].health != nil:
+				continue // a stage that reported its counters may end
+			case m.ev == nil:
+				c := d.stages[m.stage]
+				<-c.exited
+				return m, fmt.Errorf("stage %d ended early: %v", m.stage, c.err)
+			case m.ev.Event == "error":
+				return m, fmt.Errorf("stage %d: %s", m.stage, m.ev.Error)
+			}
+			return m, nil
+		case <-ctx.Done():
+			return stageMessage{}, ctx.Err()
+		case <-deadline:
+			return stageMessage{}, errors.New("stages did not start in time")
 		}
-		return m, nil
-	case <-ctx.Done():
-		return stageMessage{}, ctx.Err()
-	case <-deadline:
-		return stageMessage{}, errors.New("stages did not start in time")
 	}
 }
 
@@ -336,11 +348,16 @@ func drawProgress(w io.Writer, chunks, total, requests, allRequests int) {
 }
 
 // report formats the run's figures.
-func (d *demoRun) report(elapsed time.Duration, done *stageEvent) (string, error) {
+func (d *demoRun) report(setup, elapsed time.Duration, done *stageEvent) (string, error) {
 	var b strings.Builder
 	total := len(d.requests) * d.chunks
-	fmt.Fprintf(&b, "omnishm demo: %d requests x %d chunks, ring %d bytes, 3 stage processes\n", len(d.requests), d.chunks, d.ring)
+	pace := "all chunks at once"
+	if d.interval > 0 {
+		pace = fmt.Sprintf("one chunk per request every %v", d.interval)
+	}
+	fmt.Fprintf(&b, "omnishm demo: %d requests x %d chunks (%s), ring %d bytes, 3 stage processes\n", len(d.requests), d.chunks, pace, d.ring)
 	fmt.Fprintf(&b, "  scope             %s\n", d.scope)
+	fmt.Fprintf(&b, "  setup             %.3f s (start the stages, open connectors, warm up the rings)\n", setup.Seconds())
 	fmt.Fprintf(&b, "  elapsed           %.3f s\n", elapsed.Seconds())
 	fmt.Fprintf(&b, "  requests/s        %.1f\n", float64(len(d.requests))/elapsed.Seconds())
 	fmt.Fprintf(&b, "  chunks/s          %.0f\n", float64(total)/elapsed.Seconds())
@@ -349,7 +366,7 @@ func (d *demoRun) report(elapsed time.Duration, done *stageEvent) (string, error
 	var errs []error
 	for i, c := range d.stages {
 		h := c.health.Health
-		fmt.Fprintf(&b, "  stage %d           puts %d  gets %d  bytes %d  ring puts %d  ring gets %d  fallbacks %d  reclaimed %d\n",
+		fmt.Fprintf(&b, "  stage %d health    puts %d  gets %d  bytes %d  ring puts %d  ring gets %d  fallbacks %d  reclaimed %d\n",
 			i, h.Puts, h.Gets, h.BytesTransferred, h.HostRingPuts, h.HostRingGets, h.HostRingFallbacks, c.health.Reclaimed)
 		if c.health.Reclaimed != 0 {
 			errs = append(errs, fmt.Errorf("stage %d: %d chunks were never received", i, c.health.Reclaimed))
@@ -359,8 +376,8 @@ func (d *demoRun) report(elapsed time.Duration, done *stageEvent) (string, error
 		errs = append(errs, fmt.Errorf("stage 2 received %d of %d chunks, %d of %d requests", done.Chunks, total, done.Requests, len(d.requests)))
 	}
 	// Every chunk is put once by stage 0 and once by stage 1, and got once
-	// by stage 1 and once by stage 2.
-	for i, want := range []struct{ puts, gets int }{{total, 0}, {total, total}, {0, total}} {
+	// by stage 1 and once by stage 2; stages 0 and 1 also made one warm-up put.
+	for i, want := range []struct{ puts, gets int }{{total + 1, 0}, {total + 1, total}, {0, total}} {
 		h := d.stages[i].health.Health
 		if int(h.Puts) != want.puts || int(h.Gets) != want.gets {
 			errs = append(errs, fmt.Errorf("stage %d: %d puts and %d gets, want %d and %d", i, h.Puts, h.Gets, want.puts, want.gets))

@@ -36,6 +36,7 @@ type stageConfig struct {
 	Requests    []string `json:"requests"`
 	Chunks      int      `json:"chunks"`
 	RingBytes   int      `json:"ring_bytes"`
+	IntervalNS  int64    `json:"interval_ns"` // stage 0's pace: one chunk per request per interval (0: all at once)
 	Out         string   `json:"out"`
 	UpstreamPID int      `json:"upstream_pid"` // the stage this one reads from (0 for stage 0)
 	ParentPID   int      `json:"parent_pid"`
@@ -137,6 +138,11 @@ func (p *stageProcess) run(ctx context.Context, stdin io.Reader) error {
 		}
 		defer up.close()
 	}
+	if p.cfg.Stage < 2 {
+		if err := p.warmUp(); err != nil {
+			return err
+		}
+	}
 	p.say(stageEvent{Event: "ready", PID: os.Getpid()})
 	if err := p.await(ctx, "go"); err != nil {
 		return err
@@ -183,6 +189,25 @@ func (p *stageProcess) run(ctx context.Context, stdin io.Reader) error {
 	return nil
 }
 
+// warmUp makes the stage's out edge allocate its ring (SPEC §3: lazily,
+// on the first put) before the clock starts, with one put that it retires
+// at once: the one-time setup is not a chunk's latency. It counts in the
+// stage's Health as one put.
+func (p *stageProcess) warmUp() error {
+	from := strconv.Itoa(p.cfg.Stage)
+	key := demoWarmUpKey(p.cfg.Requests[0], from)
+	if _, _, err := p.conn.Put(from, strconv.Itoa(p.cfg.Stage+1), key, map[string]any{"warm_up": true}); err != nil {
+		return fmt.Errorf("warm-up put: %w", err)
+	}
+	if !p.conn.Cleanup(key) {
+		return fmt.Errorf("warm-up key %s was not retired", key)
+	}
+	return nil
+}
+
+// demoWarmUpKey shares the run's key prefix, so the leftover check sees it.
+func demoWarmUpKey(firstRequest, from string) string { return firstRequest + "-warm-up-" + from }
+
 // produce is stage 0: per request, a stream of [1, 28] int64 code chunks,
 // the requests interleaved chunk by chunk.
 func (p *stageProcess) produce(ctx context.Context) (*stream.Sender, error) {
@@ -190,7 +215,12 @@ func (p *stageProcess) produce(ctx context.Context) (*stream.Sender, error) {
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	for n := range p.cfg.Chunks {
+		if n > 0 && p.cfg.IntervalNS > 0 {
+			// Pacing, like a model emitting chunks at its own rate.
+			time.Sleep(time.Until(start.Add(time.Duration(int64(n) * p.cfg.IntervalNS))))
+		}
 		for r, req := range p.cfg.Requests {
 			codes, err := tensor.FromSlice(demoCodes(r, n), 1, codesPerChunk)
 			if err != nil {

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"omnishm/internal/shmtest"
+	"omnishm/scope"
+)
+
+// buildOmnishm builds the real binary once per test that needs it.
+func buildOmnishm(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "omnishm")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var scopeLine = regexp.MustCompile(`\(scope (omnishm-demo-([0-9a-f]{16}))\)`)
+
+// demoLeftovers lists /dev/shm entries of a demo run, found from its scope.
+func demoLeftovers(t *testing.T, sc, id string) []string {
+	t.Helper()
+	names := scope.New(sc)
+	entries, err := os.ReadDir(scope.ShmDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range entries {
+		n := e.Name()
+		if n == filepath.Base(names.WakeDir) || n == names.RingDirName || strings.HasPrefix(n, names.RingPrefix()) ||
+			strings.Contains(n, "demo-"+id+"-") {
+			left = append(left, n)
+		}
+	}
+	return left
+}
+
+func TestDemoRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs four processes")
+	}
+	bin := buildOmnishm(t)
+	const requests, chunks = 2, 4
+	for _, ring := range []string{"4194304", "4096", "0"} {
+		t.Run("ring="+ring, func(t *testing.T) {
+			out := t.TempDir()
+			cmd := exec.Command(bin, "demo", "--requests", strconv.Itoa(requests), "--chunks", strconv.Itoa(chunks),
+				"--ring-bytes", ring, "--out", out)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("demo: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+			}
+			m := scopeLine.FindStringSubmatch(stdout.String())
+			if m == nil {
+				t.Fatalf("no scope in the report:\n%s", stdout.String())
+			}
+			if left := demoLeftovers(t, m[1], m[2]); len(left) > 0 {
+				t.Fatalf("left in /dev/shm: %v", left)
+			}
+			files, _ := filepath.Glob(filepath.Join(out, "*.wav"))
+			if len(files) != requests {
+				t.Fatalf("wav files %v, want %d", files, requests)
+			}
+			for r := range requests {
+				b, err := os.ReadFile(filepath.Join(out, "demo-"+m[2]+"-r"+strconv.Itoa(r)+".wav"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, err := wavSamples(b)
+				if err != nil || n != chunks*samplesPerChunk {
+					t.Fatalf("request %d: %d samples (%v), want %d", r, n, err, chunks*samplesPerChunk)
+				}
+				var want []byte
+				for c := range chunks {
+					want = pcm16(want, synthesize(demoCodes(r, c), c))
+				}
+				if !bytes.Equal(b[wavHeaderSize:], want) {
+					t.Fatalf("request %d: samples differ from the codes' synthesis", r)
+				}
+			}
+			for _, want := range []string{"requests/s", "p50", "p99", "stage 0", "stage 1", "stage 2", "/dev/shm          clean"} {
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("report lacks %q:\n%s", want, stdout.String())
+				}
+			}
+		})
+	}
+}
+
+// stagePIDs reads the demo's "stages running as pids A B C (scope S)" line.
+func stagePIDs(t *testing.T, line string) (pids []int, sc, id string) {
+	t.Helper()
+	f := regexp.MustCompile(`pids (\d+) (\d+) (\d+)`).FindStringSubmatch(line)
+	m := scopeLine.FindStringSubmatch(line)
+	if f == nil || m == nil {
+		t.Fatalf("no pids in %q", line)
+	}
+	for _, s := range f[1:] {
+		pid, _ := strconv.Atoi(s)
+		pids = append(pids, pid)
+	}
+	return pids, m[1], m[2]
+}
+
+// gone reports whether pid has exited (a zombie counts: it runs no more).
+func gone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+func TestDemoStopsStagesWhenOneDies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs four processes")
+	}
+	bin := buildOmnishm(t)
+	cmd := exec.Command(bin, "demo", "--requests", "2", "--chunks", "100000", "--out", t.TempDir())
+	cmd.Env = append(os.Environ(), demoCrashEnv+"=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitFail {
+		t.Fatalf("demo with a crashing stage: %v\nstderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "stage 1 ended early") {
+		t.Fatalf("stderr does not name the failed stage:\n%s", stderr.String())
+	}
+	pids, sc, id := stagePIDs(t, stderr.String())
+	for _, pid := range pids {
+		if !gone(pid) {
+			t.Errorf("stage pid %d still running", pid)
+		}
+	}
+	if left := demoLeftovers(t, sc, id); len(left) > 0 {
+		t.Fatalf("left in /dev/shm: %v", left)
+	}
+}
+
+func TestDemoStagesDieWithParent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs four processes")
+	}
+	bin := buildOmnishm(t)
+	cmd := exec.Command(bin, "demo", "--requests", "2", "--chunks", "1000000", "--out", t.TempDir())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("no pid line: %v", err)
+	}
+	go io.Copy(io.Discard, stderr)
+	pids, sc, id := stagePIDs(t, line)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	shmtest.Eventually(t, 20*time.Second, "stages to die with the parent", func() bool {
+		for _, pid := range pids {
+			if !gone(pid) {
+				return false
+			}
+		}
+		return true
+	})
+	// Stages killed by SIGKILL cannot clean up after themselves; remove what
+	// the run left so the test leaves nothing behind.
+	for _, n := range demoLeftovers(t, sc, id) {
+		os.RemoveAll(filepath.Join(scope.ShmDir, n))
+	}
+}
