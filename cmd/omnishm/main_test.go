@@ -34,7 +34,8 @@ type result struct {
 func omnishm(t *testing.T, stdin []byte, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	// Under -race a child would sleep 1 s at exit (atexit_sleep_ms): skip it.
+	cmd.Env = append(os.Environ(), cliEnv+"=1", "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
 	cmd.Stdin = bytes.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
