@@ -19,13 +19,26 @@ import (
 	"omnishm/scope"
 )
 
+// The demo subcommand: the main job. It re-runs its own binary as three
+// stage processes (demoStageEnv carries each one's configuration) connected
+// by omnishm edges in a fresh wakeup scope:
+//
+//	stage 0 --codes [1,28] int64--> stage 1 --audio [1,1792] float32--> stage 2 --> {request}.wav
+//
+// Every request is a chunk stream (package stream) on each edge; stage 2
+// recomputes what stages 0 and 1 must have sent and checks every chunk,
+// once and in order. The parent drives the stages with stdin lines ("go",
+// "close"), reads their JSON events on stdout (ready, progress, done,
+// health, error), prints the figures, and fails when a chunk was lost,
+// duplicated or reclaimed undelivered, or when the run left anything in
+// /dev/shm. No stage outlives it: they die with the parent (death signal,
+// closed stdin) and the parent kills them all when one fails.
 func init() {
 	register(command{
-		name:  "demo",
-		usage: "[--requests N] [--chunks M] [--ring-bytes N] [--out DIR] [--interval D]",
-		summary: "run a three-stage audio pipeline (codes -> samples -> WAV files) as processes\n" +
-			"connected by omnishm edges, and report throughput, latency and transport counters",
-		run: runDemo,
+		name:    "demo",
+		usage:   "[--requests N] [--chunks M] [--ring-bytes N] [--out DIR] [--interval D]",
+		summary: "run a three-process audio pipeline over omnishm edges and report its figures",
+		run:     runDemo,
 	})
 }
 
