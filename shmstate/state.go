@@ -1,6 +1,7 @@
 package shmstate
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"time"
@@ -138,6 +139,16 @@ type Age time.Duration
 // MarshalJSON writes the age in seconds with millisecond precision.
 func (a Age) MarshalJSON() ([]byte, error) {
 	return strconv.AppendFloat(nil, time.Duration(a).Seconds(), 'f', 3, 64), nil
+}
+
+// UnmarshalJSON reads seconds back.
+func (a *Age) UnmarshalJSON(b []byte) error {
+	s, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("shmstate: age %q: %w", b, err)
+	}
+	*a = Age(s * float64(time.Second))
+	return nil
 }
 
 // String rounds the age for tables: 850ms, 12s, 3m4s.

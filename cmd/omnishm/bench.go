@@ -45,7 +45,7 @@ func init() {
 	register(command{
 		name: "bench",
 		usage: "[--mode latency|pair] [--sizes 512,4KiB,64KiB,1MiB | --payload FILE.json] [--count N]\n" +
-			"       [--transports ring,perkey,uds] [--ring-bytes N] [--json FILE] [--plot FILE.svg|FILE.png]",
+			"       [--transports ring,perkey,uds] [--ring-bytes N] [--scope S] [--json FILE] [--plot FILE.svg|FILE.png]",
 		summary: "time payloads through the connector: latency mode (put in this process, Recv in a\n" +
 			"receiver process; p50/p99 put->get latency, rate, and the ratio to a Unix socket moving\n" +
 			"the same bytes) or pair mode (put then get in one process, mean µs per pair).\n" +
@@ -87,6 +87,7 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 	transports := fs.String("transports", "ring,perkey,uds", "comma-separated: ring, perkey, uds")
 	ringBytes := fs.Int("ring-bytes", connector.DefaultRingBytes, "host ring capacity for the ring transport (4096..67108864)")
 	jsonPath := fs.String("json", "", `also write the results as JSON to this file ("-": stdout, instead of the table)`)
+	scopeName := fs.String("scope", "", "wakeup scope of the run (default: a fresh one per run)")
 	plotPath := fs.String("plot", "", "draw p50 latency against size per transport into this .svg or .png file")
 	if code, ok := inv.parse(fs, args); !ok {
 		return code
@@ -139,7 +140,10 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 		return inv.fail(err)
 	}
 	plan.warmup = min(plan.count, 20)
-	plan.scope = fmt.Sprintf("omnishm-bench-%d-%d", os.Getpid(), time.Now().UnixNano())
+	plan.scope = *scopeName
+	if plan.scope == "" {
+		plan.scope = fmt.Sprintf("omnishm-bench-%d-%d", os.Getpid(), time.Now().UnixNano())
+	}
 	plan.keyPrefix = fmt.Sprintf("omnishm_bench_%d_", os.Getpid())
 
 	progress := newBenchProgress(inv.err, len(plan.payloads)*len(plan.transports)*(plan.count+plan.warmup))

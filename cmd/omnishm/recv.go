@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"omnishm/connector"
@@ -43,6 +46,8 @@ func runRecv(ctx context.Context, args []string, inv *invocation) int {
 			return inv.usageError("--descriptor: %v", err)
 		}
 	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	conn, err := e.open(*e.to)
 	if err != nil {
 		return inv.fail(err)

@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -96,7 +98,11 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 	if err != nil {
 		return inv.fail(fmt.Errorf("payload: %w", err))
 	}
-	conn, err := e.open(*e.from)
+	// Retire on SIGINT/SIGTERM whoever runs us (main does this too).
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// The sender receives nothing: no stage id, so no wakeup FIFO of its own.
+	conn, err := e.open("")
 	if err != nil {
 		return inv.fail(err)
 	}
