@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -538,5 +539,67 @@ func TestPutDoesNotAllocate(t *testing.T) {
 		}
 	}); a != 0 {
 		t.Fatalf("%v allocations per put", a)
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	_, p, r := pair(t, 1<<16)
+	const producers, perProducer = 4, 200
+	var wg sync.WaitGroup
+	published := make(chan string, producers*perProducer)
+	for g := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perProducer {
+				key := fmt.Sprintf("c%d_%d", g, i)
+				for {
+					_, ok, err := putBytes(p, "0", "1", key, []byte(key))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if ok {
+						break
+					}
+					p.Reap() // full: wait for receivers to consume
+				}
+				published <- key
+			}
+		}()
+	}
+	var claimed sync.Map
+	var cwg sync.WaitGroup
+	for range 4 {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			for key := range published {
+				for {
+					b, ok, err := getBytes(r, "0", "1", key, nil)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if ok {
+						if string(b) != key {
+							t.Errorf("%s: got %q", key, b)
+						}
+						if _, dup := claimed.LoadOrStore(key, true); dup {
+							t.Errorf("%s claimed twice", key)
+						}
+						break
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(published)
+	cwg.Wait()
+	n := 0
+	claimed.Range(func(any, any) bool { n++; return true })
+	if n != producers*perProducer {
+		t.Fatalf("%d claims, want %d", n, producers*perProducer)
 	}
 }
