@@ -43,7 +43,8 @@ func serveTransfers(conn net.Conn) error {
 	}
 }
 
-func roleBenchSHM(args []string) int {
+// roleTransfers serves the transfer benchmark (args: socket path).
+func roleTransfers(args []string) int {
 	conn, err := net.Dial("unix", args[0])
 	if err != nil {
 		return childFailed(err)
@@ -54,10 +55,6 @@ func roleBenchSHM(args []string) int {
 	}
 	return 0
 }
-
-// roleBenchUnix is reserved for a separate-process baseline; the transfer
-// benchmark interleaves both transports through one child instead.
-func roleBenchUnix(args []string) int { return roleBenchSHM(args) }
 
 // BenchmarkTransfer measures one cross-process publication of a payload:
 // per-key Put here plus Claim in the child, against sending the same bytes
@@ -73,7 +70,7 @@ func BenchmarkTransfer(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer ln.Close()
-			child := shmtest.Start(b, "bench-shm", sock)
+			child := shmtest.Start(b, "transfers", sock)
 			conn, err := ln.Accept()
 			if err != nil {
 				b.Fatal(err)
@@ -101,10 +98,9 @@ func BenchmarkTransfer(b *testing.B) {
 					b.Fatalf("child: ack %d, %v", ack[0], err)
 				}
 			}
-			var shm, sock2 time.Duration
+			var shmTime, unixTime time.Duration
 			b.ReportAllocs()
 			b.SetBytes(int64(size))
-			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				start := time.Now()
 				key := base + strconv.Itoa(i)
@@ -114,13 +110,13 @@ func BenchmarkTransfer(b *testing.B) {
 				send('k', []byte(key))
 				mid := time.Now()
 				send('u', data)
-				shm += mid.Sub(start)
-				sock2 += time.Since(mid)
+				shmTime += mid.Sub(start)
+				unixTime += time.Since(mid)
 			}
 			n := float64(b.N)
-			b.ReportMetric(float64(shm.Nanoseconds())/n, "shm-ns/op")
-			b.ReportMetric(float64(sock2.Nanoseconds())/n, "unix-ns/op")
-			b.ReportMetric(float64(shm)/float64(sock2), "shm/unix")
+			b.ReportMetric(float64(shmTime.Nanoseconds())/n, "shm-ns/op")
+			b.ReportMetric(float64(unixTime.Nanoseconds())/n, "unix-ns/op")
+			b.ReportMetric(float64(shmTime)/float64(unixTime), "shm/unix")
 		})
 	}
 }

@@ -24,11 +24,10 @@ const wait = 20 * time.Second
 
 func TestMain(m *testing.M) {
 	shmtest.Main(m, map[string]func([]string) int{
-		"put":        rolePut,
-		"claim":      roleClaim,
-		"hold":       roleHold,
-		"bench-shm":  roleBenchSHM,
-		"bench-unix": roleBenchUnix,
+		"put":       rolePut,
+		"claim":     roleClaim,
+		"hold":      roleHold,
+		"transfers": roleTransfers,
 	})
 }
 
