@@ -22,12 +22,13 @@ import (
 
 const wait = 30 * time.Second
 
-// rings are the two transports of every cross-process case: the host ring
-// (default) and per-key segments only.
+// rings are the transports of every cross-process case: the host ring
+// (default), a 4 KiB ring that fills up and falls back to per-key segments
+// part of the time, and per-key segments only.
 var rings = []struct {
 	name  string
 	bytes int
-}{{"ring", connector.DefaultRingBytes}, {"per-key", 0}}
+}{{"ring", connector.DefaultRingBytes}, {"small-ring", 4096}, {"per-key", 0}}
 
 // roles are the child processes of the cross-process tests.
 var roles = map[string]func(args []string) int{
@@ -167,9 +168,17 @@ func TestCrossProcessInterleaved(t *testing.T) {
 			if err := p.Wait(t, wait); err != nil {
 				t.Fatal(err)
 			}
-			if h := recv.Health(); h.Gets != requests*chunks {
+			h := recv.Health()
+			if h.Gets != requests*chunks {
 				t.Fatalf("receiver health %+v, want %d gets", h, requests*chunks)
 			}
+			// The 4 MiB ring holds the whole run; the 4 KiB one mixes paths.
+			switch {
+			case rc.bytes == connector.DefaultRingBytes && h.HostRingGets != h.Gets,
+				rc.bytes == 0 && h.HostRingGets != 0:
+				t.Fatalf("receiver health %+v: wrong path for ring bytes %d", h, rc.bytes)
+			}
+			t.Logf("receiver health %+v", h)
 		})
 	}
 }
