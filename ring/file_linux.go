@@ -32,6 +32,11 @@ var (
 	nowNanos  = func() int64 { return time.Now().UnixNano() }
 )
 
+// localRegistryGen counts the registry changes made by this process, so
+// its own Transports see each other's new rings without waiting for the
+// inotify watcher (the Python receiver sees them at once through the stamp).
+var localRegistryGen atomic.Uint64
+
 // counters are observed by tests to prove that an empty poll takes no lock,
 // scans no directory and stats nothing.
 type counters struct {
@@ -184,6 +189,7 @@ func registryUpdate(dir string, c *counters, change func(dirfd int) error) error
 	if err := change(fd); err != nil {
 		return err
 	}
+	localRegistryGen.Add(1)
 	if err := setStamp(fd, max(previous+1, nowNanos())); err != nil {
 		return fmt.Errorf("ring: stamp %s: %w", dir, err)
 	}

@@ -199,16 +199,7 @@ func TestDeadProducerFramesNeverDelivered(t *testing.T) {
 			}
 			replacement := newTransport(t, sc, 4096)
 			mustPut(t, replacement, "0", "1", "restart", []byte("22"))
-			var got []byte
-			shmtest.Eventually(t, wait, "the replacement's frame", func() bool {
-				b, ok, err := getBytes(r, "0", "1", "restart", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = b
-				return ok
-			})
-			if string(got) != "22" {
+			if got := mustGet(t, r, "0", "1", "restart", nil); string(got) != "22" {
 				t.Fatalf("got %q", got)
 			}
 			// Discovery pruned the dead producer's marker and its ring.
@@ -343,5 +334,53 @@ func TestPruneRemovesOnlyDeadProducers(t *testing.T) {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("live producer's %s: %v", p, err)
 		}
+	}
+}
+
+func TestRingDirectoryRemovedAndRecreated(t *testing.T) {
+	sc := shmtest.Scope(t)
+	r := newTransport(t, sc, 4096)
+	mustMiss(t, r, "0", "1", "before-any-producer", nil) // no directory yet
+	for round := range 3 {
+		p := newTransport(t, sc, 4096)
+		key := fmt.Sprintf("round%d", round)
+		mustPut(t, p, "0", "1", key, []byte{byte(round)})
+		if b := mustGet(t, r, "0", "1", key, nil); b[0] != byte(round) {
+			t.Fatalf("got %v", b)
+		}
+		p.Close() // last producer: the directory goes away
+		if _, _, dir := scopeFiles(t, sc); dir {
+			t.Fatal("ring directory left after its last producer closed")
+		}
+	}
+}
+
+func TestNewProducerInAnotherProcess(t *testing.T) {
+	for _, watched := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watcher=%v", watched), func(t *testing.T) {
+			defer setWatcher(watched)()
+			sc, p, r := pair(t, 4096)
+			mustPut(t, p, "0", "1", "first", []byte{1})
+			mustGet(t, r, "0", "1", "first", nil)
+			mustMiss(t, r, "0", "1", "from-child", nil) // edge discovered, stamp cached
+			child := shmtest.Start(t, "producer", sc, "from-child", "hi")
+			child.Line(t, wait) // put done
+			if watched {
+				// The watcher reads the child's registry event asynchronously.
+				shmtest.Eventually(t, wait, "the child's ring", func() bool {
+					_, ok, err := getBytes(r, "0", "1", "from-child", nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return ok
+				})
+			} else if got := mustGet(t, r, "0", "1", "from-child", nil); string(got) != "hi" {
+				t.Fatalf("got %q", got)
+			}
+			child.Send(t, "close")
+			if err := child.Wait(t, wait); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

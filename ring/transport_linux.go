@@ -57,6 +57,7 @@ type edgeState struct {
 	complete bool      // every marker seen at stamp/gen was attached
 	stamp    dirStamp
 	gen      uint64
+	localGen uint64
 	// view is the lock-free copy the poll path reads.
 	view atomic.Pointer[edgeView]
 }
@@ -66,6 +67,7 @@ type edgeView struct {
 	readers  []*reader
 	complete bool
 	gen      uint64
+	localGen uint64
 }
 
 // Transport is the host ring of one process (SPEC §3, §7): its own rings,
@@ -397,9 +399,9 @@ func (t *Transport) Get(from, to, key string, desc *Descriptor, decode func(kind
 	w := t.watchView.Load()
 	var readers []*reader
 	var fresh bool
-	var gen uint64
+	var gen, localGen uint64
 	if view != nil {
-		readers, fresh, gen = view.readers, view.complete && w != nil, view.gen
+		readers, fresh, gen, localGen = view.readers, view.complete && w != nil, view.gen, view.localGen
 	}
 	sawDead := false
 	for _, r := range readers {
@@ -414,8 +416,10 @@ func (t *Transport) Get(from, to, key string, desc *Descriptor, decode func(kind
 	}
 	// The cheap miss (SPEC §3, §7): every attached ring missed without a
 	// lock and the watcher saw no registry change since the edge was last
-	// discovered completely. No system call.
-	if !sawDead && fresh && w.watching.Load() && w.gen.Load() == gen {
+	// discovered completely. No system call. Registry updates made by this
+	// process are seen at once (localRegistryGen), others' as soon as the
+	// watcher has read their event.
+	if !sawDead && fresh && w.watching.Load() && w.gen.Load() == gen && localRegistryGen.Load() == localGen {
 		return nil, 0, false, nil
 	}
 	return t.discover(edgeKey{from, to}, key, decode, readers)
@@ -622,7 +626,7 @@ func (t *Transport) rebuildEdgesLocked() {
 func (t *Transport) publishLocked() {
 	list := make([]*edgeState, 0, len(t.edges))
 	for _, es := range t.edges {
-		es.view.Store(&edgeView{readers: es.readers, complete: es.complete, gen: es.gen})
+		es.view.Store(&edgeView{readers: es.readers, complete: es.complete, gen: es.gen, localGen: es.localGen})
 		list = append(list, es)
 	}
 	t.edgeList.Store(&list)
@@ -699,6 +703,7 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 	if w != nil {
 		gen = w.gen.Load() // before the stat: a later event moves gen again
 	}
+	localGen := localRegistryGen.Load()
 	dir := t.names.RingDir()
 	var st unix.Stat_t
 	t.stats.dirStats.Add(1)
@@ -727,8 +732,8 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 	}
 	stamp := stampOf(&st)
 	if es.complete && es.stamp == stamp && !untried(es.readers, tried) {
-		if es.gen != gen {
-			es.gen = gen
+		if es.gen != gen || es.localGen != localGen {
+			es.gen, es.localGen = gen, localGen
 			t.publishLocked()
 		}
 		t.mu.Unlock()
@@ -764,7 +769,7 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 			}
 		}
 	}
-	es.complete, es.stamp, es.gen = complete, stamp, gen
+	es.complete, es.stamp, es.gen, es.localGen = complete, stamp, gen, localGen
 	t.publishLocked()
 	// Rings attached since the caller's snapshot (by a descriptor or
 	// another goroutine) are tried too.
