@@ -136,11 +136,8 @@ func removeDeadRing(o PruneOptions, path string, namePID int) error {
 	if _, err := sameFile(fd, path, o.UID); err != nil {
 		return err
 	}
-	var hdr [ringHeaderSize]byte
-	n, _ := unix.Pread(fd, hdr[:], 0)
-	if n == ringHeaderSize && string(hdr[:8]) == ringMagic {
-		h, _ := parseRingHeader(hdr[:])
-		if liveness(h.creatorPID, h.creatorStart) != Dead {
+	if id, ok, _ := readIdentityFd(fd); ok {
+		if liveness(id.creatorPID, id.creatorStart) != Dead {
 			return skip("producer alive")
 		}
 	} else if nameLiveness(namePID) != Dead {

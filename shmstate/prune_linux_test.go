@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"omnishm/internal/shmtest"
+	"omnishm/ring"
 	"omnishm/scope"
 )
 
@@ -32,7 +33,7 @@ func deadProcess(t *testing.T) (int, uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, err := startTime(pid)
+	start, err := ring.StartTime(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
-	self, err := startTime(os.Getpid())
+	self, err := ring.StartTime(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"omnishm/ring"
 	"omnishm/scope"
 )
 
@@ -216,66 +216,60 @@ func scanScope(o Options, l layout, d, name, wakeName string) (Scope, error) {
 	return sc, nil
 }
 
-// inspectRing reads one ring file: its header without the lock (capacity
-// and creator never change after creation), its frames under a
-// non-blocking lock (SPEC §3: every access to frames is under the lock).
+// inspectRing reads one ring file: its immutable header fields without the
+// lock, its frames through ring.Inspect, which takes the lock only without
+// waiting and reports Busy instead (SPEC §3: frames are read under it).
 func inspectRing(path string, e entry, o Options) Ring {
 	rn, _ := parseRingName(o.UID, e.name)
 	r := Ring{Name: e.name, From: rn.from, To: rn.to, PID: rn.pid, FileSize: e.st.Size, ReadyKeys: []string{}, Age: Age(o.Now.Sub(e.mtime()))}
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if err != nil {
-		r.Error, r.Producer = err.Error(), nameLiveness(rn.pid)
-		return r
-	}
-	defer unix.Close(fd)
-	var hdr [ringHeaderSize]byte
-	n, _ := unix.Pread(fd, hdr[:], 0)
-	if n < ringHeaderSize || string(hdr[:8]) != ringMagic {
+	id, ok, err := readIdentity(path)
+	if err != nil || !ok {
 		// Not initialised yet, or not a ring: the name's pid is all we have.
 		r.Error, r.Producer = "header not written", nameLiveness(rn.pid)
+		if err != nil {
+			r.Error = err.Error()
+		}
 		return r
 	}
-	h, _ := parseRingHeader(hdr[:])
-	r.Capacity, r.CreatorPID, r.CreatorStart = h.capacity, h.creatorPID, h.creatorStart
-	r.Producer = liveness(h.creatorPID, h.creatorStart)
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	r.Capacity, r.CreatorPID, r.CreatorStart = id.capacity, id.creatorPID, id.creatorStart
+	r.Producer = liveness(id.creatorPID, id.creatorStart)
+	info, err := ring.Inspect(path)
+	if info.Busy {
 		r.Busy = true
 		return r
 	}
-	defer unix.Flock(fd, unix.LOCK_UN)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Size < ringHeaderSize {
-		r.Error = "file shrank"
-		return r
-	}
-	r.FileSize = st.Size
-	b, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		r.Error = fmt.Sprintf("map: %v", err)
-		return r
-	}
-	defer unix.Munmap(b)
-	h, err = parseRingHeader(b)
-	if err != nil {
-		r.Error = err.Error()
-		return r
-	}
-	r.Used = h.head - h.tail
-	c, err := countFrames(b, h)
-	r.Ready, r.Done, r.ReadyKeys = c.ready, c.done, append(r.ReadyKeys, c.readyKeys...)
+	r.Used = info.Header.Head - info.Header.Tail
+	c := countFrames(info.Frames)
+	r.Ready, r.Done, r.ReadyKeys = c.ready, c.done, c.readyKeys
 	if err != nil {
 		r.Error = err.Error()
 	}
 	return r
 }
 
+// readIdentity reads the immutable header fields of a ring file.
+func readIdentity(path string) (ringIdentity, bool, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return ringIdentity{}, false, err
+	}
+	defer unix.Close(fd)
+	return readIdentityFd(fd)
+}
+
+func readIdentityFd(fd int) (ringIdentity, bool, error) {
+	var hdr [ringHeaderSize]byte
+	n, err := unix.Pread(fd, hdr[:], 0)
+	if err != nil {
+		return ringIdentity{}, false, err
+	}
+	id, ok := peekHeader(hdr[:n])
+	return id, ok, nil
+}
+
 // liveness compares the header's creator with /proc (SPEC §3, §7).
 func liveness(pid, start uint64) Producer {
-	if pid == 0 || pid > 1<<31 {
-		return Dead
-	}
-	got, err := startTime(int(pid))
-	if err != nil || got != start {
+	if pid == 0 || pid >= 1<<31 || !ring.Alive(int(pid), start) {
 		return Dead
 	}
 	return Alive
@@ -284,19 +278,10 @@ func liveness(pid, start uint64) Producer {
 // nameLiveness is all that can be said from the pid in a ring's name: a
 // running process might still be initialising the header.
 func nameLiveness(pid int) Producer {
-	if _, err := startTime(pid); err != nil {
+	if _, err := ring.StartTime(pid); err != nil {
 		return Dead
 	}
 	return Unknown
-}
-
-// startTime is field 22 (starttime) of /proc/{pid}/stat.
-func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	return parseStartTime(b)
 }
 
 // hasReader reports whether a FIFO has a reader: opening it for writing
