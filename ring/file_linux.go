@@ -151,8 +151,11 @@ func attachRing(path string, c *counters) (_ *mapping, h Header, err error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, h, fmt.Errorf("ring: stat %s: %w", path, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < headerSize || st.Size > headerSize+MaxCapacity {
-		return nil, h, fmt.Errorf("%w: %s is not a ring file (%d bytes)", ErrCorrupt, path, st.Size)
+	// Only regular files of this uid: /dev/shm is world-writable, and a
+	// descriptor's name could point at a file another user planted.
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != unix.Getuid() ||
+		st.Size < headerSize || st.Size > headerSize+MaxCapacity {
+		return nil, h, fmt.Errorf("%w: %s is not a ring file of this user (%d bytes)", ErrCorrupt, path, st.Size)
 	}
 	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
