@@ -7,7 +7,7 @@ import (
 	"omnishm/tensor"
 )
 
-func Example() {
+func ExamplePrepare() {
 	audio, _ := tensor.FromSlice([]int64{7, 8, 9}, 1, 3)
 	payload := map[string]any{"codes": map[string]any{"audio": audio}, "finished": true}
 

@@ -29,3 +29,15 @@ func ExampleMap() {
 	fmt.Printf("%x\n", b)
 	// Output: 82a17a01a16193010702
 }
+
+func ExampleUnmarshal() {
+	// {"finished": {"__tensor__": true, "dtype": "bool", "shape": [], "data": b"\x01"}, "__tensor__": false}
+	b := []byte("\x82\xa8finished\x84\xaa__tensor__\xc3\xa5dtype\xa4bool\xa5shape\x90\xa4data\xc4\x01\x01\xaa__tensor__\xc2")
+	v, err := wire.Unmarshal(b)
+	if err != nil {
+		panic(err)
+	}
+	m := v.(map[string]any)
+	fmt.Println(m["finished"], m["__tensor__"])
+	// Output: tensor(bool, shape=[], 1 bytes) false
+}
