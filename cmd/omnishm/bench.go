@@ -147,12 +147,7 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 	plan.keyPrefix = fmt.Sprintf("omnishm_bench_%d_", os.Getpid())
 
 	progress := newBenchProgress(inv.err, len(plan.payloads)*len(plan.transports)*(plan.count+plan.warmup))
-	var report bench.Report
-	if plan.mode == "latency" {
-		report, err = benchLatency(ctx, plan, progress, inv)
-	} else {
-		report, err = benchPairs(ctx, plan, progress, inv)
-	}
+	report, err := benchRun(ctx, plan, progress, inv)
 	progress.finish()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -175,6 +170,23 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 		}
 	}
 	return exitOK
+}
+
+// benchRun starts the receiver process in latency mode and measures.
+func benchRun(ctx context.Context, plan benchPlan, progress *benchProgress, inv *invocation) (bench.Report, error) {
+	if plan.mode != "latency" {
+		return benchMeasure(ctx, plan, nil, progress, inv)
+	}
+	peer, err := startBenchReceiver()
+	if err != nil {
+		return bench.Report{}, err
+	}
+	defer peer.stop()
+	report, err := benchMeasure(ctx, plan, peer, progress, inv)
+	if err != nil {
+		return report, err
+	}
+	return report, peer.finish()
 }
 
 func benchWriteJSON(path string, r bench.Report, stdout io.Writer) error {
@@ -289,74 +301,123 @@ type benchRequest struct {
 	Size      int    `json:"size"` // uds: bytes per message
 }
 
-// benchLatency runs latency mode: this process puts, a receiver process
-// blocks in Recv (woken by the FIFOs of SPEC §8) and reports the monotonic
-// time of each arrival on its stdout, which paces the next put.
-func benchLatency(ctx context.Context, plan benchPlan, progress *benchProgress, inv *invocation) (bench.Report, error) {
+// benchMeasure times every transport and payload of the plan. In latency
+// mode this process puts and peer, a receiver process, blocks in Recv
+// (woken by the FIFOs of SPEC §8) and reports the monotonic time of each
+// arrival, which also paces the next put; in pair mode (peer nil) this
+// process puts then gets.
+func benchMeasure(ctx context.Context, plan benchPlan, peer *benchPeer, progress *benchProgress, inv *invocation) (bench.Report, error) {
 	report := bench.Report{Mode: plan.mode}
-	peer, err := startBenchReceiver()
-	if err != nil {
-		return report, err
-	}
-	defer peer.stop()
 	run := 0
 	for _, transport := range plan.transports {
-		var conn *connector.SHM
-		if transport != transportUDS {
-			if conn, err = benchOpen(plan, transport, benchFrom); err != nil {
-				return report, err
-			}
-		}
-		for _, p := range plan.payloads {
-			run++
-			req := benchRequest{Transport: transport, Scope: plan.scope, RingBytes: plan.ringBytes, KeyPrefix: plan.keyPrefix, Run: run, Messages: plan.warmup + plan.count, Size: len(p.bytes)}
-			if err := peer.request(req); err != nil {
-				return report, err
-			}
-			var before connector.Health
-			lat := make([]time.Duration, 0, plan.count)
-			for i := range req.Messages {
-				if i == plan.warmup && conn != nil {
-					before = conn.Health()
-				}
-				if err := ctx.Err(); err != nil {
-					return report, err
-				}
-				t0 := benchClock()
-				if conn != nil {
-					_, _, err = conn.Put(benchFrom, benchTo, benchKey(plan.keyPrefix, run, i), p.value)
-				} else {
-					err = peer.sendUDS(p.bytes)
-				}
-				if err != nil {
-					return report, err
-				}
-				t1, err := peer.arrival()
-				if err != nil {
-					return report, err
-				}
-				if i >= plan.warmup {
-					lat = append(lat, t1-t0)
-				}
-				progress.step(transport, p.size)
-			}
-			path := transport
-			if conn != nil {
-				path = benchPath(transport, before, conn.Health())
-				if path != transport {
-					h := conn.Health()
-					fmt.Fprintf(inv.err, "omnishm bench: %s %s: %d of %d timed puts fell back to per-key segments (frame over a quarter of the %d-byte ring; host_ring_fallbacks %d)\n",
-						transport, bench.FormatSize(p.size), h.HostRingFallbacks-before.HostRingFallbacks, plan.count, plan.ringBytes, h.HostRingFallbacks)
-				}
-			}
-			report.Results = append(report.Results, bench.Summarize(path, p.size, lat))
-		}
-		if conn != nil {
-			conn.Close()
+		results, err := benchTransport(ctx, plan, transport, &run, peer, progress, inv)
+		report.Results = append(report.Results, results...)
+		if err != nil {
+			return report, err
 		}
 	}
-	bench.CompareToUDS(report.Results, transportUDS)
-	return report, peer.finish()
+	if peer != nil {
+		bench.CompareToUDS(report.Results, transportUDS)
+	}
+	return report, nil
+}
+
+// benchTransport times every payload through one transport.
+func benchTransport(ctx context.Context, plan benchPlan, transport string, run *int, peer *benchPeer, progress *benchProgress, inv *invocation) ([]bench.Result, error) {
+	var conn *connector.SHM
+	if transport != transportUDS {
+		var err error
+		if conn, err = benchOpen(plan, transport, ""); err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+	}
+	var out []bench.Result
+	for _, p := range plan.payloads {
+		*run++
+		once, done, err := benchMessenger(plan, transport, conn, peer, p, *run)
+		if err != nil {
+			return out, err
+		}
+		var before connector.Health
+		lat := make([]time.Duration, 0, plan.count)
+		for i := range plan.warmup + plan.count {
+			if i == plan.warmup && conn != nil {
+				before = conn.Health()
+			}
+			if err := ctx.Err(); err != nil {
+				done()
+				return out, err
+			}
+			d, err := once(i)
+			if err != nil {
+				done()
+				return out, err
+			}
+			if i >= plan.warmup {
+				lat = append(lat, d)
+			}
+			progress.step(transport, p.size)
+		}
+		done()
+		path := transport
+		if conn != nil {
+			after := conn.Health()
+			if path = benchPath(transport, before, after); path != transport {
+				fmt.Fprintf(inv.err, "omnishm bench: %s %s: %d of %d timed puts went per-key (frame over a quarter of the %d-byte ring)\n",
+					transport, bench.FormatSize(p.size), after.HostRingFallbacks-before.HostRingFallbacks, plan.count, plan.ringBytes)
+			}
+		}
+		out = append(out, bench.Summarize(path, p.size, lat))
+	}
+	return out, nil
+}
+
+// benchMessenger returns the function that sends message i of one run and
+// returns its latency, and the function that ends the run.
+func benchMessenger(plan benchPlan, transport string, conn *connector.SHM, peer *benchPeer, p benchPayload, run int) (once func(i int) (time.Duration, error), done func(), err error) {
+	done = func() {}
+	switch {
+	case peer != nil:
+		req := benchRequest{Transport: transport, Scope: plan.scope, RingBytes: plan.ringBytes, KeyPrefix: plan.keyPrefix,
+			Run: run, Messages: plan.warmup + plan.count, Size: len(p.bytes)}
+		if err := peer.request(req); err != nil {
+			return nil, nil, err
+		}
+		send := func(i int) error { return peer.sendUDS(p.bytes) }
+		if conn != nil {
+			send = func(i int) error {
+				_, _, err := conn.Put(benchFrom, benchTo, benchKey(plan.keyPrefix, run, i), p.value)
+				return err
+			}
+		}
+		once = func(i int) (time.Duration, error) {
+			t0 := benchClock()
+			if err := send(i); err != nil {
+				return 0, err
+			}
+			t1, err := peer.arrival()
+			return t1 - t0, err
+		}
+	case conn != nil:
+		once = func(i int) (time.Duration, error) {
+			t0 := benchClock()
+			err := benchPair(conn, benchKey(plan.keyPrefix, run, i), p.value)
+			return benchClock() - t0, err
+		}
+	default:
+		loop, err := newUDSLoop(len(p.bytes))
+		if err != nil {
+			return nil, nil, err
+		}
+		once = func(int) (time.Duration, error) {
+			t0 := benchClock()
+			err := loop.roundTrip(p.bytes)
+			return benchClock() - t0, err
+		}
+		done = loop.close
+	}
+	return once, done, nil
 }
 
 // benchPeer is the receiver process of latency mode.
@@ -523,64 +584,6 @@ func readUDS(sock *os.File, buf []byte) error {
 	return err
 }
 
-// benchPairs runs pair mode: put then get of each payload in this process.
-func benchPairs(ctx context.Context, plan benchPlan, progress *benchProgress, inv *invocation) (bench.Report, error) {
-	report := bench.Report{Mode: plan.mode}
-	run := 0
-	for _, transport := range plan.transports {
-		var conn *connector.SHM
-		if transport != transportUDS {
-			var err error
-			if conn, err = benchOpen(plan, transport, ""); err != nil {
-				return report, err
-			}
-			defer conn.Close()
-		}
-		for _, p := range plan.payloads {
-			run++
-			var loop *udsLoop
-			if conn == nil {
-				var err error
-				if loop, err = newUDSLoop(len(p.bytes)); err != nil {
-					return report, err
-				}
-			}
-			var before connector.Health
-			lat := make([]time.Duration, 0, plan.count)
-			for i := range plan.warmup + plan.count {
-				if i == plan.warmup && conn != nil {
-					before = conn.Health()
-				}
-				if err := ctx.Err(); err != nil {
-					return report, err
-				}
-				t0 := benchClock()
-				var err error
-				if conn != nil {
-					err = benchPair(conn, benchKey(plan.keyPrefix, run, i), p.value)
-				} else {
-					err = loop.roundTrip(p.bytes)
-				}
-				if err != nil {
-					return report, err
-				}
-				if i >= plan.warmup {
-					lat = append(lat, benchClock()-t0)
-				}
-				progress.step(transport, p.size)
-			}
-			path := transport
-			if conn != nil {
-				path = benchPath(transport, before, conn.Health())
-			} else {
-				loop.close()
-			}
-			report.Results = append(report.Results, bench.Summarize(path, p.size, lat))
-		}
-	}
-	return report, nil
-}
-
 // benchSocketpair returns a connected stream socket pair, close-on-exec
 // (ExtraFiles hands one end to the receiver explicitly).
 func benchSocketpair() ([2]int, error) {
@@ -622,6 +625,7 @@ func newUDSLoop(size int) (*udsLoop, error) {
 	}
 	l := &udsLoop{w: os.NewFile(uintptr(fds[0]), "uds-w"), r: os.NewFile(uintptr(fds[1]), "uds-r"), done: make(chan error)}
 	go func() {
+		defer close(l.done)
 		buf := make([]byte, size)
 		for {
 			err := readUDS(l.r, buf)
@@ -645,7 +649,8 @@ func (l *udsLoop) roundTrip(b []byte) error {
 
 func (l *udsLoop) close() {
 	l.w.Close()
-	<-l.done // the reader's EOF
+	for range l.done { // up to the reader's EOF
+	}
 	l.r.Close()
 }
 
