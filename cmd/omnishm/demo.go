@@ -43,8 +43,9 @@ func init() {
 }
 
 const (
-	demoStartTimeout = 30 * time.Second // for the stages to open their connectors
-	demoRunTimeout   = 5 * time.Minute  // for the whole pipeline, a last resort
+	maxDemoChunks    = 10_000_000
+	demoStartTimeout = 30 * time.Second // for the stages to open their connectors, or to exit
+	demoIdleTimeout  = time.Minute      // with no event from any stage (stage 2 reports progress every 50ms)
 )
 
 // demoRun is the parent's view of one run.
@@ -96,6 +97,9 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 		return inv.usageError("--requests %d: want 1..10000", *requests)
 	case *chunks < 1 || *chunks > 1000000:
 		return inv.usageError("--chunks %d: want 1..1000000", *chunks)
+	case *requests**chunks > maxDemoChunks:
+		// Stage 2 keeps every chunk's latency for the percentiles.
+		return inv.usageError("--requests x --chunks = %d: want at most %d", *requests**chunks, maxDemoChunks)
 	case *ring != 0 && (*ring < 4096 || *ring > 64<<20):
 		return inv.usageError("--ring-bytes %d: want 0 or 4096..67108864", *ring)
 	case *interval < 0 || *interval > time.Minute:
@@ -112,9 +116,7 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 		out:       *out,
 		events:    make(chan stageMessage, 64),
 	}
-	for r := range *requests {
-		run.requests = append(run.requests, fmt.Sprintf("%sr%d", run.keyPrefix, r))
-	}
+	run.requests = demoRequests(run.keyPrefix, *requests)
 	if run.out == "" {
 		dir, err := os.MkdirTemp("", "omnishm-demo-")
 		if err != nil {
@@ -144,8 +146,6 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 // execute starts the stages, runs the pipeline and returns the report. On
 // any failure every stage still running is killed before it returns.
 func (d *demoRun) execute(ctx context.Context, progress io.Writer) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, demoRunTimeout)
-	defer cancel()
 	defer d.killAll()
 	exe, err := os.Executable()
 	if err != nil {
@@ -165,9 +165,8 @@ func (d *demoRun) execute(ctx context.Context, progress io.Writer) (string, erro
 	fmt.Fprintf(progress, "omnishm demo: stages running as pids %d %d %d (scope %s)\n",
 		d.stages[0].cmd.Process.Pid, d.stages[1].cmd.Process.Pid, d.stages[2].cmd.Process.Pid, d.scope)
 	ready := 0
-	startBy := time.After(demoStartTimeout)
 	for ready < len(d.stages) {
-		ev, err := d.next(ctx, startBy)
+		ev, err := d.next(ctx, demoStartTimeout)
 		if err != nil {
 			return "", err
 		}
@@ -184,7 +183,7 @@ func (d *demoRun) execute(ctx context.Context, progress io.Writer) (string, erro
 	total := len(d.requests) * d.chunks
 	var done *stageEvent
 	for done == nil {
-		ev, err := d.next(ctx, nil)
+		ev, err := d.next(ctx, demoIdleTimeout)
 		if err != nil {
 			fmt.Fprintln(progress)
 			return "", err
@@ -204,7 +203,7 @@ func (d *demoRun) execute(ctx context.Context, progress io.Writer) (string, erro
 		return "", err
 	}
 	for waiting := len(d.stages); waiting > 0; {
-		ev, err := d.next(ctx, nil)
+		ev, err := d.next(ctx, demoIdleTimeout)
 		if err != nil {
 			return "", err
 		}
@@ -213,11 +212,14 @@ func (d *demoRun) execute(ctx context.Context, progress io.Writer) (string, erro
 			waiting--
 		}
 	}
+	exitBy := time.After(demoStartTimeout)
 	for i, c := range d.stages {
 		select {
 		case <-c.exited:
 		case <-ctx.Done():
 			return "", fmt.Errorf("stage %d did not exit: %w", i, ctx.Err())
+		case <-exitBy:
+			return "", fmt.Errorf("stage %d did not exit after reporting", i)
 		}
 		if c.err != nil {
 			return "", fmt.Errorf("stage %d: %w", i, c.err)
@@ -229,7 +231,7 @@ func (d *demoRun) execute(ctx context.Context, progress io.Writer) (string, erro
 // start runs the demo's own binary as stage i.
 func (d *demoRun) start(exe string, i, upstream int) (*stageChild, error) {
 	cfg, err := json.Marshal(stageConfig{
-		Stage: i, Scope: d.scope, Requests: d.requests, Chunks: d.chunks, RingBytes: d.ring, IntervalNS: int64(d.interval),
+		Stage: i, Scope: d.scope, KeyPrefix: d.keyPrefix, Requests: len(d.requests), Chunks: d.chunks, RingBytes: d.ring, IntervalNS: int64(d.interval),
 		Out: d.out, UpstreamPID: upstream, ParentPID: os.Getpid(),
 	})
 	if err != nil {
@@ -273,8 +275,10 @@ func (d *demoRun) start(exe string, i, upstream int) (*stageChild, error) {
 }
 
 // next returns the next stage event, or an error when a stage failed or
-// stopped talking, ctx ended, or the optional deadline passed.
-func (d *demoRun) next(ctx context.Context, deadline <-chan time.Time) (stageMessage, error) {
+// stopped talking, ctx ended, or no event came within timeout.
+func (d *demoRun) next(ctx context.Context, timeout time.Duration) (stageMessage, error) {
+	idle := time.NewTimer(timeout)
+	defer idle.Stop()
 	for {
 		select {
 		case m := <-d.events:
@@ -291,8 +295,8 @@ func (d *demoRun) next(ctx context.Context, deadline <-chan time.Time) (stageMes
 			return m, nil
 		case <-ctx.Done():
 			return stageMessage{}, ctx.Err()
-		case <-deadline:
-			return stageMessage{}, errors.New("stages did not start in time")
+		case <-idle.C:
+			return stageMessage{}, fmt.Errorf("no word from the stages for %v", timeout)
 		}
 	}
 }

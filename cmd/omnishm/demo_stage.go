@@ -31,15 +31,16 @@ const demoCrashEnv = "OMNISHM_DEMO_CRASH"
 
 // stageConfig is what the parent tells a stage.
 type stageConfig struct {
-	Stage       int      `json:"stage"`
-	Scope       string   `json:"scope"`
-	Requests    []string `json:"requests"`
-	Chunks      int      `json:"chunks"`
-	RingBytes   int      `json:"ring_bytes"`
-	IntervalNS  int64    `json:"interval_ns"` // stage 0's pace: one chunk per request per interval (0: all at once)
-	Out         string   `json:"out"`
-	UpstreamPID int      `json:"upstream_pid"` // the stage this one reads from (0 for stage 0)
-	ParentPID   int      `json:"parent_pid"`
+	Stage       int    `json:"stage"`
+	Scope       string `json:"scope"`
+	KeyPrefix   string `json:"key_prefix"` // request r is {KeyPrefix}r{r}: see demoRequests
+	Requests    int    `json:"requests"`
+	Chunks      int    `json:"chunks"`
+	RingBytes   int    `json:"ring_bytes"`
+	IntervalNS  int64  `json:"interval_ns"` // stage 0's pace: one chunk per request per interval (0: all at once)
+	Out         string `json:"out"`
+	UpstreamPID int    `json:"upstream_pid"` // the stage this one reads from (0 for stage 0)
+	ParentPID   int    `json:"parent_pid"`
 }
 
 // stageEvent is one JSON line a stage writes on stdout for the parent.
@@ -60,11 +61,12 @@ type stageEvent struct {
 // stageProcess is one running stage: its connector and the line protocol
 // to its parent (events on stdout; "go" and "close" on stdin).
 type stageProcess struct {
-	cfg     stageConfig
-	conn    *connector.SHM
-	outMu   sync.Mutex
-	out     *json.Encoder
-	control chan string // lines from the parent; closed when stdin ends
+	cfg      stageConfig
+	requests []string
+	conn     *connector.SHM
+	outMu    sync.Mutex
+	out      *json.Encoder
+	control  chan string // lines from the parent; closed when stdin ends
 }
 
 func (p *stageProcess) say(e stageEvent) {
@@ -97,6 +99,7 @@ func runStage(ctx context.Context, raw string, inv *invocation) int {
 	if err := json.Unmarshal([]byte(raw), &p.cfg); err != nil {
 		return inv.fail(fmt.Errorf("stage config: %w", err))
 	}
+	p.requests = demoRequests(p.cfg.KeyPrefix, p.cfg.Requests)
 	if err := p.run(ctx, inv.in); err != nil {
 		p.say(stageEvent{Event: "error", Error: err.Error()})
 		return inv.fail(fmt.Errorf("stage %d: %w", p.cfg.Stage, err))
@@ -171,7 +174,7 @@ func (p *stageProcess) run(ctx context.Context, stdin io.Reader) error {
 	if sender != nil {
 		// Downstream has drained everything by now: a release that
 		// reclaims a chunk found one that was never received.
-		for _, req := range p.cfg.Requests {
+		for _, req := range p.requests {
 			reclaimed += <-sender.Release(req)
 		}
 		if cerr := sender.Close(); err == nil {
@@ -195,7 +198,7 @@ func (p *stageProcess) run(ctx context.Context, stdin io.Reader) error {
 // stage's Health as one put.
 func (p *stageProcess) warmUp() error {
 	from := strconv.Itoa(p.cfg.Stage)
-	key := demoWarmUpKey(p.cfg.Requests[0], from)
+	key := demoWarmUpKey(p.requests[0], from)
 	if _, _, err := p.conn.Put(from, strconv.Itoa(p.cfg.Stage+1), key, map[string]any{"warm_up": true}); err != nil {
 		return fmt.Errorf("warm-up put: %w", err)
 	}
@@ -203,6 +206,16 @@ func (p *stageProcess) warmUp() error {
 		return fmt.Errorf("warm-up key %s was not retired", key)
 	}
 	return nil
+}
+
+// demoRequests are the request ids of a run. They are derived, not passed,
+// so a long list never meets the kernel's limit on one environment string.
+func demoRequests(keyPrefix string, n int) []string {
+	ids := make([]string, n)
+	for r := range ids {
+		ids[r] = keyPrefix + "r" + strconv.Itoa(r)
+	}
+	return ids
 }
 
 // demoWarmUpKey shares the run's key prefix, so the leftover check sees it.
@@ -221,7 +234,7 @@ func (p *stageProcess) produce(ctx context.Context) (*stream.Sender, error) {
 			// Pacing, like a model emitting chunks at its own rate.
 			time.Sleep(time.Until(start.Add(time.Duration(int64(n) * p.cfg.IntervalNS))))
 		}
-		for r, req := range p.cfg.Requests {
+		for r, req := range p.requests {
 			codes, err := tensor.FromSlice(demoCodes(r, n), 1, codesPerChunk)
 			if err != nil {
 				return s, err
@@ -377,7 +390,7 @@ func (p *stageProcess) perRequest(ctx context.Context, fn func(ctx context.Conte
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	for r, req := range p.cfg.Requests {
+	for r, req := range p.requests {
 		wg.Go(func() {
 			if err := fn(ctx, r, req); err != nil {
 				cancel(err)
