@@ -46,13 +46,8 @@ func init() {
 		name: "bench",
 		usage: "[--mode latency|pair] [--sizes 512,4KiB,64KiB,1MiB | --payload FILE.json] [--count N]\n" +
 			"       [--transports ring,perkey,uds] [--ring-bytes N] [--scope S] [--json FILE] [--plot FILE.svg|FILE.png]",
-		summary: "time payloads through the connector: latency mode (put in this process, Recv in a\n" +
-			"receiver process; p50/p99 put->get latency, rate, and the ratio to a Unix socket moving\n" +
-			"the same bytes) or pair mode (put then get in one process, mean µs per pair).\n" +
-			"Sizes take 512, 4KiB, 1MiB, 1GiB (binary) or 4KB, 1MB (decimal); payloads are float32\n" +
-			"tensors of that many bytes (a multiple of 4). A frame over a quarter of the ring goes\n" +
-			"per-key: the transport column then says ring->perkey (or ring+perkey when mixed)",
-		run: runBench,
+		summary: "time put->get latency and rate per size and transport, against a Unix socket",
+		run:     runBench,
 	})
 }
 
@@ -80,11 +75,16 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 		return benchReceiver(ctx, inv)
 	}
 	fs := inv.flags()
-	mode := fs.String("mode", "latency", "latency (two processes, wakeups) or pair (put+get in one process)")
-	sizes := fs.String("sizes", "512,4KiB,64KiB,1MiB", "payload sizes: float32 tensors of these many bytes")
+	mode := fs.String("mode", "latency", "latency: put here, Recv in a receiver process woken by FIFOs; p50/p99 latency,\n"+
+		"msgs/s = 1e6/mean (one message in flight), vs uds = the Unix socket's p50 / this p50.\n"+
+		"pair: put then get in this process, mean µs per pair")
+	sizes := fs.String("sizes", "512,4KiB,64KiB,1MiB", "payload sizes, float32 tensors of that many bytes (a multiple of 4):\n"+
+		"512, 4KiB, 1MiB, 1GiB (binary) or 4KB, 1MB (decimal)")
 	payloadFile := fs.String("payload", "", "time this one JSON-form payload (SPEC §10) instead of generated tensors")
 	count := fs.Int("count", 1000, "timed messages per size and transport (after a short warm-up)")
-	transports := fs.String("transports", "ring,perkey,uds", "comma-separated: ring, perkey, uds")
+	transports := fs.String("transports", "ring,perkey,uds", "comma-separated: ring, perkey, uds (the same msgpack bytes through a\n"+
+		"socket). A frame over a quarter of the ring goes per-key: reported as ring->perkey\n"+
+		"(ring+perkey when mixed), from the connector's Health counters")
 	ringBytes := fs.Int("ring-bytes", connector.DefaultRingBytes, "host ring capacity for the ring transport (4096..67108864)")
 	jsonPath := fs.String("json", "", `also write the results as JSON to this file ("-": stdout, instead of the table)`)
 	scopeName := fs.String("scope", "", "wakeup scope of the run (default: a fresh one per run)")

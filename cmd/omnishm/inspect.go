@@ -15,12 +15,10 @@ import (
 
 func init() {
 	register(command{
-		name:  "inspect",
-		usage: "[--scope S | --all] [--key-prefix P] [--json]",
-		summary: "show this user's omnishm state in /dev/shm without changing it: rings (producer alive\n" +
-			"or dead, capacity, bytes in use, ready and done frames), markers, FIFOs, per-key\n" +
-			"segments and lock files; a ring whose lock is held is shown busy, never waited on",
-		run: runInspect,
+		name:    "inspect",
+		usage:   "[--scope S | --all] [--key-prefix P] [--json]",
+		summary: "show this user's rings, markers, FIFOs, segments and lock files in /dev/shm (read-only)",
+		run:     runInspect,
 	})
 }
 
@@ -53,7 +51,8 @@ func (s *scopeFlags) options(inv *invocation) (shmstate.Options, int, bool) {
 func runInspect(ctx context.Context, args []string, inv *invocation) int {
 	fs := inv.flags()
 	sel := declareScopeFlags(fs)
-	asJSON := fs.Bool("json", false, "print the state as one JSON object")
+	asJSON := fs.Bool("json", false, "print the state as one JSON object (rings: producer alive or dead by start time,\n"+
+		"capacity, bytes in use, ready and done frames; a ring whose lock is held is \"busy\", never waited on)")
 	if code, ok := inv.parse(fs, args); !ok {
 		return code
 	}

@@ -14,19 +14,19 @@ const pruneFIFOGrace = 2 * time.Second
 
 func init() {
 	register(command{
-		name:  "prune",
-		usage: "[--scope S | --all] [--key-prefix P] [--dry-run] [--older-than DURATION]",
-		summary: "remove this user's abandoned omnishm files: rings and markers of dead producers, markers\n" +
-			"without rings, orphan lock files, FIFOs without a reader, empty scope directories, and\n" +
-			"(only with --older-than) per-key segments whose lock is free; lists every path",
-		run: runPrune,
+		name:    "prune",
+		usage:   "[--scope S | --all] [--key-prefix P] [--dry-run] [--older-than DURATION]",
+		summary: "remove this user's abandoned files: dead producers' rings, orphan locks, idle FIFOs",
+		run:     runPrune,
 	})
 }
 
 func runPrune(ctx context.Context, args []string, inv *invocation) int {
 	fs := inv.flags()
 	sel := declareScopeFlags(fs)
-	dry := fs.Bool("dry-run", false, "list what would be removed, remove nothing")
+	dry := fs.Bool("dry-run", false, "list what would be removed, remove nothing (every removal is listed: rings and\n"+
+		"markers of dead producers, markers without rings, orphan lock files, FIFOs without a\n"+
+		"reader, empty scope directories)")
 	olderThan := fs.Duration("older-than", 0, "also remove per-key segments not written for this long (0: never)")
 	if code, ok := inv.parse(fs, args); !ok {
 		return code

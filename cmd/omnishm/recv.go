@@ -15,11 +15,10 @@ import (
 
 func init() {
 	register(command{
-		name:  "recv",
-		usage: "--scope S --from F --to T --key K [--descriptor JSON] [--timeout DURATION] [--ring-bytes N]",
-		summary: "receive one payload as stage T and print it in the JSON form (SPEC §10) on one line;\n" +
-			"exit 1 if nothing arrives within --timeout",
-		run: runRecv,
+		name:    "recv",
+		usage:   "--scope S --from F --to T --key K [--descriptor JSON] [--timeout DURATION] [--ring-bytes N]",
+		summary: "receive a payload as stage T and print its JSON form on one line (exit 1 on timeout)",
+		run:     runRecv,
 	})
 }
 

@@ -27,11 +27,10 @@ const exitInterrupted = 130
 
 func init() {
 	register(command{
-		name:  "send",
-		usage: "--scope S --from F --to T --key K [--ring-bytes N] [--wait DURATION] [FILE|-]",
-		summary: "publish one payload (JSON form, SPEC §10) on edge F->T, print its descriptor,\n" +
-			"and stay alive until a receiver claims it (exit 0) or --wait expires (exit 3)",
-		run: runSend,
+		name:    "send",
+		usage:   "--scope S --from F --to T --key K [--ring-bytes N] [--wait DURATION] [FILE|-]",
+		summary: "publish a payload (JSON form), print its descriptor, stay until it is claimed (exit 0)",
+		run:     runSend,
 	})
 }
 
@@ -77,7 +76,7 @@ func (e edgeFlags) open(stage string) (*connector.SHM, error) {
 
 func runSend(ctx context.Context, args []string, inv *invocation) int {
 	fs, e := declareEdgeFlags(inv, "host ring capacity; 0 forces the per-key path")
-	wait := fs.Duration("wait", 30*time.Second, "retire the publication if no receiver claims it within this time")
+	wait := fs.Duration("wait", 30*time.Second, "if no receiver claims the payload within this time, retire it and exit 3\n(SIGINT or SIGTERM retire it and exit 130)")
 	if code, ok := inv.parse(fs, args); !ok {
 		return code
 	}
