@@ -132,7 +132,7 @@ func Start(t testing.TB, role string, args ...string) *Proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &Proc{Cmd: cmd, in: in, lines: make(chan string, 64), done: make(chan struct{})}
+	p := &Proc{Cmd: cmd, in: in, lines: make(chan string, 1024), done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -140,8 +140,8 @@ func Start(t testing.TB, role string, args ...string) *Proc {
 			p.lines <- sc.Text()
 		}
 		close(p.lines)
-	}()
-	go func() {
+		// Wait closes the pipe: only call it once every line has been read,
+		// or a child's last words before exiting could be lost.
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
