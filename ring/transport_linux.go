@@ -376,6 +376,13 @@ func (t *Transport) release(p *producer) {
 // ring lock on ring memory that it must copy and not retain, and must not
 // call the Transport; its result is returned. A miss is (nil, 0, false,
 // nil). Get never waits for another process's lock (SPEC §9).
+//
+// New frames in attached rings, and new rings of this process's other
+// Transports, are seen at once. A new producer in another process is seen
+// once the background watcher (inotify on the ring directory) has read its
+// registry event, typically microseconds later; where inotify is
+// unavailable every miss compares the directory stamp instead (SPEC §7).
+// The first Get of an edge always scans the directory.
 func (t *Transport) Get(from, to, key string, desc *Descriptor, decode func(kind Kind, payload []byte) (any, error)) (v any, size int, ok bool, err error) {
 	if desc != nil {
 		return t.getDescribed(key, desc, decode)
