@@ -1,6 +1,9 @@
 package connector
 
-import "log/slog"
+import (
+	"log/slog"
+	"time"
+)
 
 // DefaultRingBytes is the default host ring capacity per producer and edge.
 const DefaultRingBytes = 4 << 20
@@ -20,6 +23,10 @@ type Options struct {
 	// Wakeups enables the FIFOs of SPEC §8 (also off when the environment
 	// sets VLLM_OMNI_SHM_WAKEUP=0).
 	Wakeups bool
+	// PollInterval bounds how long Recv sleeps between polls when no wakeup
+	// arrives (wakeups are hints; a lost one only costs this much latency).
+	// Zero means 50ms.
+	PollInterval time.Duration
 	// Logger receives the one-per-edge fallback warnings; nil means slog.Default().
 	Logger *slog.Logger
 }

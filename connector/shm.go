@@ -3,51 +3,307 @@ package connector
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"omnishm/frame"
+	"omnishm/ring"
+	"omnishm/scope"
+	"omnishm/segment"
+	"omnishm/wake"
+	"omnishm/watchdog"
+	"omnishm/wire"
 )
 
 // SHM is the shared-memory connector: vLLM-Omni's SharedMemoryConnector in
-// Go. It is safe for concurrent use by many goroutines.
+// Go. Small payloads of numeric edges go through a host ring per producer
+// and edge; large ones, those arriving while the ring is full, and all of
+// them when the ring is disabled, through per-key segments. It is safe for
+// concurrent use by many goroutines.
 type SHM struct {
-	opts Options
+	opts  Options
+	log   *slog.Logger
+	names scope.Names
+
+	ring     *ring.Transport
+	segments *segment.Producer
+	notifier *wake.Notifier // nil when wakeups are off
+	waiter   *wake.Receiver // nil without a numeric stage or wakeups
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+
+	puts, gets, bytes                 atomic.Uint64
+	ringPuts, ringGets, ringFallbacks atomic.Uint64
+	watchdogWarned                    atomic.Bool
 }
 
-var errTodo = errors.New("connector: not implemented yet")
+// Open returns a shared-memory connector. Rings are allocated lazily on the
+// first put of an edge; a receiver with a numeric StageID and wakeups on
+// creates its FIFO now.
+func Open(opts Options) (*SHM, error) {
+	c := &SHM{opts: opts, log: opts.Logger, names: scope.New(opts.WakeupScope)}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	var err error
+	c.ring, err = ring.New(ring.Options{
+		Names:    c.names,
+		Capacity: opts.HostRingBytes,
+		Logger:   c.log,
+		OnCreate: c.track,
+		OnRemove: c.forget,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connector: host_ring_bytes: %w", err)
+	}
+	c.segments = segment.NewProducer(segment.Options{OnCreate: c.track, OnRemove: c.forget})
+	if opts.Wakeups && wake.Enabled() {
+		c.notifier = wake.NewNotifier(c.names.WakeDir)
+		if scope.IsNumeric(opts.StageID) {
+			if c.waiter, err = wake.OpenReceiver(c.names.WakeDir, opts.StageID); err != nil {
+				// Wakeups are hints (SPEC §8): Recv falls back to polling.
+				c.log.Warn("omnishm: wakeup FIFO unavailable; receives will poll", "stage", opts.StageID, "err", err)
+				c.waiter = nil
+			}
+		}
+	}
+	return c, nil
+}
 
-// Open returns a shared-memory connector. Nothing is allocated until the
-// first put of an edge.
-func Open(opts Options) (*SHM, error) { return &SHM{opts: opts}, nil }
+// track and forget tell the crash watchdog which files this process owns,
+// so a producer killed by SIGKILL leaves no payload behind.
+func (c *SHM) track(path string) {
+	if err := watchdog.Default().Track(path); err != nil && !c.watchdogWarned.Swap(true) {
+		c.log.Warn("omnishm: crash watchdog unavailable; a killed producer may leave files in /dev/shm", "err", err)
+	}
+}
 
-// Put implements Transport.
+func (c *SHM) forget(path string) { watchdog.Default().Forget(path) }
+
+// Put implements Transport. The payload is copied (into the ring or a
+// segment) before Put returns.
 func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
-	return 0, Descriptor{}, errTodo
+	if c.closed.Load() {
+		return 0, Descriptor{}, ErrClosed
+	}
+	if err := segment.CheckKey(key); err != nil {
+		return 0, Descriptor{}, err
+	}
+	var plain []byte // the kind-0 bytes, once known
+	if c.ring.Capacity() > 0 && scope.IsNumeric(from) && scope.IsNumeric(to) {
+		p, err := frame.Prepare(payload, c.ring.MaxPayload(key))
+		switch {
+		case err == nil:
+			kind := ring.KindBytes
+			if p.Tensors() {
+				kind = ring.KindTensors
+			}
+			var writeErr error
+			d, ok, err := c.ring.Put(from, to, key, kind, p.Size(), func(dst []byte) { writeErr = p.Write(dst) })
+			if err == nil && writeErr != nil {
+				// Only a payload mutated during Put gets here: withdraw the frame.
+				c.ring.Cancel(key)
+				err = writeErr
+			}
+			if err != nil {
+				return 0, Descriptor{}, fmt.Errorf("connector: put %q: %w", key, err)
+			}
+			if ok {
+				// A previous version of the key may sit in a segment (SPEC §9).
+				if c.segments.Pending(key) {
+					c.segments.Cleanup(key)
+				}
+				c.published(to, d.Size)
+				c.ringPuts.Add(1)
+				return d.Size, Descriptor{HostRing: &RingHandle{Name: d.Name, Position: d.Position, Size: d.Size}, Size: d.Size}, nil
+			}
+			if !p.Tensors() {
+				plain = make([]byte, p.Size())
+				if err := p.Write(plain); err != nil {
+					return 0, Descriptor{}, fmt.Errorf("connector: put %q: %w", key, err)
+				}
+			}
+		case errors.Is(err, frame.ErrTooLarge):
+		default:
+			return 0, Descriptor{}, fmt.Errorf("connector: put %q: %w", key, err)
+		}
+	}
+	c.ringFallbacks.Add(1)
+	if plain == nil {
+		var err error
+		if plain, err = wire.Marshal(payload); err != nil {
+			return 0, Descriptor{}, fmt.Errorf("connector: put %q: %w", key, err)
+		}
+	}
+	d, err := c.segments.Put(key, plain)
+	if err != nil {
+		return 0, Descriptor{}, fmt.Errorf("connector: put %q: %w", key, err)
+	}
+	// A successful fallback replaces an unclaimed ring version, too.
+	c.ring.Cancel(key)
+	c.published(to, d.Size)
+	return d.Size, Descriptor{Shm: &ShmHandle{Name: d.Name, Size: d.Size}, Size: d.Size}, nil
 }
 
-// Get implements Transport.
+func (c *SHM) published(to string, size int) {
+	if c.notifier != nil && scope.IsNumeric(to) {
+		c.notifier.Notify(to)
+	}
+	c.puts.Add(1)
+	c.bytes.Add(uint64(size))
+}
+
+// decodeRing turns a ring payload into owned values while the ring lock is
+// held: nothing returned aliases ring memory.
+func decodeRing(kind ring.Kind, payload []byte) (any, error) {
+	if kind == ring.KindTensors {
+		return frame.Decode(payload)
+	}
+	return wire.Unmarshal(payload)
+}
+
+// Get implements Transport. Without a descriptor it tries the edge's rings,
+// then discovery, then the per-key segment; with a ring descriptor it reads
+// only that publication (SPEC §9).
 func (c *SHM) Get(from, to, key string, desc *Descriptor) (any, int, bool, error) {
-	return nil, 0, false, errTodo
+	if c.closed.Load() {
+		return nil, 0, false, ErrClosed
+	}
+	if err := segment.CheckKey(key); err != nil {
+		return nil, 0, false, err
+	}
+	var rd *ring.Descriptor
+	if desc != nil && desc.HostRing != nil {
+		rd = &ring.Descriptor{Name: desc.HostRing.Name, Position: desc.HostRing.Position, Size: desc.HostRing.Size}
+	}
+	v, size, ok, err := c.ring.Get(from, to, key, rd, decodeRing)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("connector: get %q: %w", key, err)
+	}
+	if ok {
+		c.gets.Add(1)
+		c.ringGets.Add(1)
+		return v, size, true, nil
+	}
+	if rd != nil {
+		return nil, 0, false, nil
+	}
+	data, ok, err := segment.Claim(scope.ShmDir, key)
+	if err != nil || !ok {
+		return nil, 0, false, err
+	}
+	v, err = wire.Unmarshal(data)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("connector: get %q: %w", key, err)
+	}
+	c.gets.Add(1)
+	return v, len(data), true, nil
 }
 
-// GetWithDeadline implements Transport.
+// GetWithDeadline implements Transport: once deadline has passed it misses
+// without touching shared memory. Get itself never waits on another
+// process's lock, so it cannot overrun the deadline by more than one copy.
 func (c *SHM) GetWithDeadline(from, to, key string, desc *Descriptor, deadline time.Time) (any, int, bool, error) {
-	return nil, 0, false, errTodo
+	if !time.Now().Before(deadline) {
+		return nil, 0, false, nil
+	}
+	return c.Get(from, to, key, desc)
 }
 
-// Recv implements Receiver.
+// defaultPollInterval bounds the sleep between polls when no wakeup
+// arrives: a producer without wakeups (or a lost hint) is still read.
+const defaultPollInterval = 50 * time.Millisecond
+
+// Recv implements Receiver: it blocks until key arrives on edge
+// from->StageID. With a wakeup FIFO it sleeps until a producer's put wakes
+// it; without one it polls with a bounded backoff.
 func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
-	return nil, 0, errTodo
+	ceiling := c.opts.PollInterval
+	if ceiling <= 0 {
+		ceiling = defaultPollInterval
+	}
+	backoff := min(100*time.Microsecond, ceiling)
+	for {
+		var gen uint64
+		if c.waiter != nil {
+			gen = c.waiter.Generation()
+		}
+		v, size, ok, err := c.Get(from, c.opts.StageID, key, nil)
+		if err != nil || ok {
+			return v, size, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		if c.waiter != nil {
+			wctx, cancel := context.WithTimeout(ctx, ceiling)
+			c.waiter.Wait(wctx, gen)
+			cancel()
+			continue
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, 0, ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, ceiling)
+	}
 }
 
-// Cleanup implements Transport.
-func (c *SHM) Cleanup(key string) bool { return false }
+// Cleanup implements Transport: it retires key on both paths.
+func (c *SHM) Cleanup(key string) bool {
+	if segment.CheckKey(key) != nil {
+		return false
+	}
+	cancelled := c.ring.Cancel(key) > 0
+	return c.segments.Cleanup(key) || cancelled
+}
 
-// CleanupPrefix implements Transport.
-func (c *SHM) CleanupPrefix(prefix string) int { return 0 }
+// CleanupPrefix implements Transport: keys prefix + decimal digits only.
+func (c *SHM) CleanupPrefix(prefix string) int {
+	return c.segments.CleanupPrefix(prefix) + c.ring.CancelPrefix(prefix)
+}
+
+// Reap reclaims consumed frames of this producer's rings, forgets consumed
+// segments and drops cached rings of producers that are gone.
+func (c *SHM) Reap() { c.ring.Reap() }
 
 // Health implements Transport.
-func (c *SHM) Health() Health { return Health{} }
+func (c *SHM) Health() Health {
+	return Health{
+		Puts:              c.puts.Load(),
+		Gets:              c.gets.Load(),
+		BytesTransferred:  c.bytes.Load(),
+		HostRingPuts:      c.ringPuts.Load(),
+		HostRingGets:      c.ringGets.Load(),
+		HostRingFallbacks: c.ringFallbacks.Load(),
+	}
+}
 
-// Close implements Transport.
-func (c *SHM) Close() error { return nil }
+// Close implements Transport: it retires this connector's frames, removes
+// its rings, markers, pending segments and FIFO. It is idempotent.
+func (c *SHM) Close() error {
+	var errs []error
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		errs = append(errs, c.ring.Close(), c.segments.Close())
+		if c.waiter != nil {
+			errs = append(errs, c.waiter.Close())
+		}
+		if c.notifier != nil {
+			c.notifier.Close()
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// Names returns the /dev/shm names of this connector's scope.
+func (c *SHM) Names() scope.Names { return c.names }
 
 var _ Receiver = (*SHM)(nil)

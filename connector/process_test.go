@@ -1,0 +1,225 @@
+package connector
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"omnishm/internal/shmtest"
+	"omnishm/scope"
+)
+
+const wait = 20 * time.Second
+
+func startProducer(t *testing.T, scope string, ringBytes int, key string, n, start int) (*shmtest.Proc, *Descriptor) {
+	t.Helper()
+	p := shmtest.Start(t, "producer", scope, itoa(ringBytes), key, itoa(n), itoa(start))
+	d, err := ParseDescriptor([]byte(p.Line(t, wait)), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, d
+}
+
+func TestCrossProcessPutAndGet(t *testing.T) {
+	for _, ringBytes := range []int{DefaultRingBytes, 0} {
+		t.Run("ring="+itoa(ringBytes), func(t *testing.T) {
+			s := shmtest.Scope(t)
+			key := shmtest.Key("xproc")
+			p, d := startProducer(t, s, ringBytes, key, 56, 100)
+			if (d.HostRing != nil) != (ringBytes > 0) {
+				t.Fatalf("descriptor %v with ring bytes %d", d, ringBytes)
+			}
+			receiver := open(t, s, "1", ringBytes)
+			got := int64s(t, mustGet(t, receiver, "0", "1", key, nil).(map[string]any)["codes"])
+			if len(got) != 56 || got[0] != 100 || got[55] != 155 {
+				t.Fatalf("got %v", got)
+			}
+			missing(t, receiver, "0", "1", key, nil)
+			p.Send(t, "close")
+			if l := p.Line(t, wait); l != "closed" {
+				t.Fatal(l)
+			}
+
+			// And the other way round: the parent produces, a child receives.
+			sender := open(t, s, "0", ringBytes)
+			key2 := shmtest.Key("xproc-back")
+			mustPut(t, sender, "0", "1", key2, codes(5, 7))
+			r := shmtest.Start(t, "receiver", s, key2)
+			r.Line(t, wait)
+			r.Send(t, "go")
+			if l := r.Line(t, wait); l != "[7,8,9,10,11]" {
+				t.Fatalf("child received %s", l)
+			}
+			if err := r.Wait(t, wait); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
+	for _, ringBytes := range []int{DefaultRingBytes, 0} {
+		t.Run("ring="+itoa(ringBytes), func(t *testing.T) {
+			s := shmtest.Scope(t)
+			sender := open(t, s, "0", ringBytes)
+			key := shmtest.Key("shared")
+			d := mustPut(t, sender, "0", "1", key, codes(56, 0))
+			readers := []*shmtest.Proc{shmtest.Start(t, "receiver", s, key), shmtest.Start(t, "receiver", s, key)}
+			for _, r := range readers {
+				r.Line(t, wait)
+			}
+			for _, r := range readers {
+				r.Send(t, "go")
+			}
+			var got []string
+			for _, r := range readers {
+				got = append(got, r.Line(t, wait))
+				if err := r.Wait(t, wait); err != nil {
+					t.Fatal(err)
+				}
+			}
+			misses := 0
+			for _, g := range got {
+				if g == "miss" {
+					misses++
+				} else if !strings.HasPrefix(g, "[0,1,2,") || !strings.HasSuffix(g, ",55]") {
+					t.Fatalf("a reader got %s", g)
+				}
+			}
+			if misses != 1 {
+				t.Fatalf("results %v: want exactly one claim", got)
+			}
+			if d.HostRing != nil {
+				// Readers never unlink a producer's allocation.
+				if _, err := os.Stat("/dev/shm/" + d.HostRing.Name); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				for _, p := range []string{"/dev/shm/" + key, "/dev/shm/shm_" + key + "_lockfile.lock"} {
+					if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+						t.Fatalf("%s left after the claim: %v", p, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestDeadlineReceiveNeverWaitsForAnotherProcessRingLock(t *testing.T) {
+	for _, useDescriptor := range []bool{false, true} {
+		sender, receiver := openEdge(t, 4096)
+		d := mustPut(t, sender, "0", "1", "locked", codes(3, 0))
+		holder := shmtest.Start(t, "lockholder", "/dev/shm/"+d.HostRing.Name)
+		if l := holder.Line(t, wait); l != "locked" {
+			t.Fatal(l)
+		}
+		var desc *Descriptor
+		if useDescriptor {
+			desc = &d
+		}
+		// The holder keeps the lock until told: waiting on it would hang here.
+		if _, _, ok, err := receiver.GetWithDeadline("0", "1", "locked", desc, time.Now().Add(time.Hour)); ok || err != nil {
+			t.Fatalf("got ok=%v err=%v under another process's lock", ok, err)
+		}
+		holder.Send(t, "release")
+		if err := holder.Wait(t, wait); err != nil {
+			t.Fatal(err)
+		}
+		if got := int64s(t, mustGet(t, receiver, "0", "1", "locked", desc).(map[string]any)["codes"]); len(got) != 3 {
+			t.Fatal(got)
+		}
+	}
+}
+
+// removeDeadFIFOs removes, when the test ends, the wakeup FIFO that a
+// producer child killed without Close leaves behind (as `omnishm prune` does).
+func removeDeadFIFOs(t *testing.T, s string) {
+	t.Cleanup(func() { os.RemoveAll(scope.New(s).WakeDir) })
+}
+
+func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
+	s := shmtest.Scope(t)
+	removeDeadFIFOs(t, s)
+	p, old := startProducer(t, s, DefaultRingBytes, "restart", 1, 11)
+	receiver := open(t, s, "1", DefaultRingBytes)
+	// Attach the live ring without claiming its frame.
+	missing(t, receiver, "0", "1", "not-published", nil)
+	p.Send(t, "exit") // leaves without closing: its frame stays in the ring
+	if err := p.Wait(t, wait); err != nil {
+		t.Fatal(err)
+	}
+	missing(t, receiver, "0", "1", "restart", old)
+	missing(t, receiver, "0", "1", "restart", nil)
+	replacement := open(t, s, "0", DefaultRingBytes)
+	mustPut(t, replacement, "0", "1", "restart", codes(1, 22))
+	if got := int64s(t, mustGet(t, receiver, "0", "1", "restart", nil).(map[string]any)["codes"]); got[0] != 22 {
+		t.Fatalf("got %v: a dead producer's frame was delivered", got)
+	}
+	shmtest.Eventually(t, wait, "the watchdog to remove the dead producer's ring", func() bool {
+		_, err := os.Stat("/dev/shm/" + old.HostRing.Name)
+		return errors.Is(err, os.ErrNotExist)
+	})
+}
+
+func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
+	s := shmtest.Scope(t)
+	removeDeadFIFOs(t, s)
+	ringKey, bigKey := shmtest.Key("killed-ring"), shmtest.Key("killed-big")
+	p, ringDesc := startProducer(t, s, DefaultRingBytes, ringKey, 3, 0)
+	p.Send(t, "put "+bigKey+" 200000 0") // 1.6 MB: beyond a quarter of the ring
+	var bigDesc Descriptor
+	if err := json.Unmarshal([]byte(p.Line(t, wait)), &bigDesc); err != nil || bigDesc.Shm == nil || ringDesc.HostRing == nil {
+		t.Fatalf("descriptors %v %v %v", ringDesc, bigDesc, err)
+	}
+	files := []string{"/dev/shm/" + ringDesc.HostRing.Name, "/dev/shm/" + bigKey}
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Kill()
+	shmtest.Eventually(t, wait, "the killed producer's files to be removed", func() bool {
+		for _, f := range files {
+			if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+				return false
+			}
+		}
+		return true
+	})
+	// What may remain is data-free: an empty marker and a lock file. A live
+	// receiver prunes the marker; remove the lock file as a sweep would.
+	receiver := open(t, s, "1", DefaultRingBytes)
+	missing(t, receiver, "0", "1", ringKey, nil)
+	os.Remove("/dev/shm/shm_" + bigKey + "_lockfile.lock")
+	receiver.Close()
+	if left, _ := filepath.Glob(receiver.Names().RingDir() + "/*"); len(left) > 0 {
+		t.Fatalf("markers left: %v", left)
+	}
+	os.Remove(receiver.Names().RingDir())
+}
+
+func TestWakeupEndsABlockedRecv(t *testing.T) {
+	for _, ringBytes := range []int{DefaultRingBytes, 0} {
+		s := shmtest.Scope(t)
+		key := shmtest.Key("wake")
+		r := shmtest.Start(t, "recv", s, key, "60s")
+		if l := r.Line(t, wait); l != "waiting" {
+			t.Fatal(l)
+		}
+		sender := open(t, s, "0", ringBytes)
+		// The child's FIFO exists once it said "waiting"; it polls only hourly,
+		// so only the put's wakeup can end its Recv before our line timeout.
+		mustPut(t, sender, "0", "1", key, codes(3, 42))
+		if l := r.Line(t, wait); l != "got 42" {
+			t.Fatalf("ring=%d: %s", ringBytes, l)
+		}
+		if err := r.Wait(t, wait); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
