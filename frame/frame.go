@@ -193,7 +193,8 @@ func (p *Prepared) Write(dst []byte) error {
 // the result aliases b (SPEC §3: no view of ring memory escapes). Tensors
 // of a small frame (data ≤ 64 KiB, or a single tensor) share one allocation;
 // otherwise each has its own, so keeping a small tensor does not keep a
-// large one alive (SPEC §4).
+// large one alive (SPEC §4). Plain payloads (kind 0) decode with
+// wire.Unmarshal.
 func Decode(b []byte) (any, error) {
 	if len(b) < 4 {
 		return nil, corrupt("%d bytes, no header length", len(b))

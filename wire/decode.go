@@ -286,16 +286,26 @@ func (s *decodeState) mapOf(n int) (any, error) {
 	}
 	var out any
 	var err error
+	marked := true
 	if s.Ordered {
 		out, err = s.orderedMap(n)
 	} else {
-		out, err = s.goMap(n)
+		out, marked, err = s.goMap(n)
 	}
 	if err != nil {
 		return nil, err
 	}
 	s.depth--
+	if !marked {
+		return out, nil
+	}
 	return restoreLeaf(out)
+}
+
+// maybeMarker is a cheap test that a key could be a marker: every marker
+// starts with "__" and is 10 to 13 bytes long.
+func maybeMarker(k string) bool {
+	return len(k) >= len(tensorMarker) && len(k) <= len(imageMarker) && k[0] == '_' && k[1] == '_'
 }
 
 func (s *decodeState) orderedMap(n int) (Map, error) {
@@ -318,8 +328,9 @@ func (s *decodeState) orderedMap(n int) (Map, error) {
 }
 
 // goMap builds a map[string]any, switching to map[any]any at the first key
-// that is not a string. Later duplicates win, as in a Python dict.
-func (s *decodeState) goMap(n int) (any, error) {
+// that is not a string. Later duplicates win, as in a Python dict. marked
+// reports a key that may be a leaf marker.
+func (s *decodeState) goMap(n int) (_ any, marked bool, _ error) {
 	m := make(map[string]any, n)
 	var generic map[any]any
 	for range n {
@@ -328,13 +339,16 @@ func (s *decodeState) goMap(n int) (any, error) {
 		if !isString {
 			var err error
 			if k, err = s.value(); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			ks, isString = k.(string)
 		}
 		v, err := s.value()
 		if err != nil {
-			return nil, err
+			return nil, false, err
+		}
+		if isString && maybeMarker(ks) {
+			marked = true
 		}
 		if isString && generic == nil {
 			m[ks] = v
@@ -346,7 +360,7 @@ func (s *decodeState) goMap(n int) (any, error) {
 		switch k.(type) {
 		case nil, bool, int64, uint64, float64, string:
 		default:
-			return nil, corrupt("map key of type %T", k)
+			return nil, false, corrupt("map key of type %T", k)
 		}
 		if generic == nil {
 			generic = make(map[any]any, n)
@@ -357,9 +371,9 @@ func (s *decodeState) goMap(n int) (any, error) {
 		generic[k] = v
 	}
 	if generic != nil {
-		return generic, nil
+		return generic, false, nil // leaves are maps of string keys
 	}
-	return m, nil
+	return m, marked, nil
 }
 
 // restoreLeaf turns a marker map whose marker is true into its leaf (SPEC
@@ -368,7 +382,6 @@ func restoreLeaf(m any) (any, error) {
 	var get func(string) (any, bool)
 	switch x := m.(type) {
 	case map[string]any:
-		// Three cheap lookups keep ordinary maps off the closure path.
 		if x[tensorMarker] != true && x[arrayMarker] != true && x[imageMarker] != true {
 			return m, nil
 		}
