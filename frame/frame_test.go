@@ -408,3 +408,28 @@ func TestLimitRefusesWithoutCopying(t *testing.T) {
 		}
 	}
 }
+
+// Prepare keeps references, not copies: data changed between Prepare and
+// Write is what travels, and a changed size is refused.
+func TestPrepareReferencesSources(t *testing.T) {
+	src := filled(t, tensor.Uint8, 1, 32)
+	p, err := frame.Prepare(map[string]any{"t": src}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range src.Data {
+		src.Data[i] = 0xab
+	}
+	buf := make([]byte, p.Size())
+	if err := p.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(buf, bytes.Repeat([]byte{0xab}, 32)) {
+		t.Fatal("Write did not copy the source as it is at Write time")
+	}
+	src.Data = src.Data[:16]
+	src.Shape = []int{16}
+	if err := p.Write(buf); err == nil {
+		t.Fatal("Write accepted a source whose size changed since Prepare")
+	}
+}
