@@ -73,15 +73,15 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 	case int64:
 		return AppendInt(b, x), nil
 	case uint:
-		return AppendUint(b, uint64(x)), nil
+		return appendUint(b, uint64(x)), nil
 	case uint8:
-		return AppendUint(b, uint64(x)), nil
+		return appendUint(b, uint64(x)), nil
 	case uint16:
-		return AppendUint(b, uint64(x)), nil
+		return appendUint(b, uint64(x)), nil
 	case uint32:
-		return AppendUint(b, uint64(x)), nil
+		return appendUint(b, uint64(x)), nil
 	case uint64:
-		return AppendUint(b, x), nil
+		return appendUint(b, x), nil
 	case float32:
 		return appendFloat(b, float64(x)), nil
 	case float64:
@@ -324,7 +324,7 @@ func (s *encodeState) value(b []byte, v reflect.Value) ([]byte, error) {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return AppendInt(b, v.Int()), nil
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return AppendUint(b, v.Uint()), nil
+		return appendUint(b, v.Uint()), nil
 	case reflect.Float32, reflect.Float64:
 		return appendFloat(b, v.Float()), nil
 	case reflect.String:

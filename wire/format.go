@@ -58,7 +58,7 @@ func appendBool(b []byte, v bool) []byte {
 // take the unsigned forms, like msgspec.
 func AppendInt(b []byte, v int64) []byte {
 	if v >= 0 {
-		return AppendUint(b, uint64(v))
+		return appendUint(b, uint64(v))
 	}
 	switch {
 	case v >= -32:
@@ -73,8 +73,7 @@ func AppendInt(b []byte, v int64) []byte {
 	return binary.BigEndian.AppendUint64(append(b, codeInt64), uint64(v))
 }
 
-// AppendUint appends v in its smallest msgpack form.
-func AppendUint(b []byte, v uint64) []byte {
+func appendUint(b []byte, v uint64) []byte {
 	switch {
 	case v <= 0x7f:
 		return append(b, byte(v))

@@ -37,11 +37,12 @@ type KV struct {
 // insertion order (Marshal encodes a map[string]any with sorted keys).
 type Map []KV
 
-// Get returns the value of the first entry whose key is the string key.
+// Get returns the value of the last entry whose key is the string key (a
+// later duplicate wins, as in a Python dict).
 func (m Map) Get(key string) (any, bool) {
-	for _, kv := range m {
-		if s, ok := kv.Key.(string); ok && s == key {
-			return kv.Value, true
+	for i := len(m) - 1; i >= 0; i-- {
+		if s, ok := m[i].Key.(string); ok && s == key {
+			return m[i].Value, true
 		}
 	}
 	return nil, false
