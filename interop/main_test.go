@@ -1,0 +1,272 @@
+package interop
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"omnishm/connector"
+	"omnishm/frame"
+	"omnishm/internal/shmtest"
+	"omnishm/scope"
+	"omnishm/tensor"
+	"omnishm/wire"
+)
+
+func TestMain(m *testing.M) {
+	shmtest.Main(m, map[string]func([]string) int{"goproducer": roleGoProducer})
+}
+
+// roleGoProducer: scope key... Puts tensorPayload(i) under the i-th key on
+// edge 0->1 (ring path), prints each descriptor, then waits for a line (the
+// test kills it instead). Wakeups are off: a killed child leaves no FIFO.
+func roleGoProducer(args []string) int {
+	o := connector.DefaultOptions()
+	o.WakeupScope, o.StageID, o.Wakeups = args[0], "0", false
+	c, err := connector.Open(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for i, key := range args[1:] {
+		_, d, err := c.Put("0", "1", key, tensorPayload(int64(i)))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		shmtest.Say("%s", d.String())
+	}
+	shmtest.Hear()
+	c.Close()
+	return 0
+}
+
+// openConn opens a Go connector as stage in scope s, closed when the test ends.
+func openConn(t *testing.T, s, stage string, ringBytes int) *connector.SHM {
+	t.Helper()
+	o := connector.DefaultOptions()
+	o.WakeupScope, o.StageID, o.HostRingBytes = s, stage, ringBytes
+	c, err := connector.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// tensorPayload is a tree with tensors of several dtypes and shapes next to
+// native values; seed varies its contents. It travels as a tensor frame.
+func tensorPayload(seed int64) map[string]any {
+	codes := make([]int64, 56)
+	for i := range codes {
+		codes[i] = seed*1000 + int64(i)
+	}
+	hidden := []float32{0.5, -1.25, 3, float32(seed), 1e-3, -7.5}
+	mask := []bool{true, false, true}
+	half := []tensor.Half{tensor.HalfFrom(1.5), tensor.HalfFrom(-2)}
+	return map[string]any{
+		"codes":  must(tensor.FromSlice(codes)),
+		"hidden": must(tensor.FromSlice(hidden, 2, 3)),
+		"mask":   must(tensor.FromSlice(mask)),
+		"half":   must(tensor.FromSlice(half, 2, 1)),
+		"empty":  must(tensor.Zeros(tensor.Float32, 0, 4)),
+		"meta": map[string]any{
+			"request": fmt.Sprintf("req-%d", seed),
+			"step":    seed,
+			"scores":  []any{1.5, -2.25},
+			"done":    false,
+		},
+	}
+}
+
+// plainPayload is a tensor-free tree (payload kind 0 on the ring) with a
+// tensor in its marker-map form (SPEC §5) when withTensor is set.
+func plainPayload(seed int64, withTensor bool) map[string]any {
+	v := map[string]any{
+		"text":  fmt.Sprintf("héllo %d ✓", seed),
+		"ids":   []any{seed, int64(-1), int64(1) << 40},
+		"raw":   []byte{0, 1, 2, 0xff},
+		"ratio": 0.25,
+		"none":  nil,
+		"flags": map[string]any{"stream": true},
+	}
+	if withTensor {
+		v["codes"] = must(tensor.FromSlice([]int32{int32(seed), 7, 8}))
+	}
+	return v
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// frameBytes is what a Go producer writes into the ring for v: a tensor frame.
+func frameBytes(t *testing.T, v any) []byte {
+	t.Helper()
+	p, err := frame.Prepare(v, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Tensors() {
+		t.Fatalf("payload %v has no tensors", v)
+	}
+	b := make([]byte, p.Size())
+	if err := p.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func plainBytes(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := wire.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sameTree compares decoded payload trees: tensors by dtype, shape and
+// bytes; everything else with reflect.DeepEqual.
+func sameTree(want, got any) bool {
+	switch w := want.(type) {
+	case *tensor.Tensor:
+		g, ok := got.(*tensor.Tensor)
+		return ok && w.Equal(g)
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for k, wv := range w {
+			gv, ok := g[k]
+			if !ok || !sameTree(wv, gv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !sameTree(w[i], g[i]) {
+				return false
+			}
+		}
+		return true
+	case []byte:
+		g, ok := got.([]byte)
+		return ok && bytes.Equal(w, g)
+	}
+	return reflect.DeepEqual(want, got)
+}
+
+func checkTree(t *testing.T, what string, want, got any) {
+	t.Helper()
+	if !sameTree(want, got) {
+		t.Fatalf("%s:\n got  %#v\n want %#v", what, got, want)
+	}
+}
+
+// getEventually polls a Go Get until it claims key: a Python producer's new
+// ring reaches a receiver that already scanned the edge through its
+// directory watcher, a moment after the marker appears (SPEC §7).
+func getEventually(t *testing.T, c *connector.SHM, key string, d *connector.Descriptor) (any, int) {
+	t.Helper()
+	var (
+		v    any
+		size int
+	)
+	shmtest.Eventually(t, wait, "Go get of "+key, func() bool {
+		var ok bool
+		var err error
+		v, size, ok, err = c.Get("0", "1", key, d)
+		if err != nil {
+			t.Fatalf("get %q: %v", key, err)
+		}
+		return ok
+	})
+	return v, size
+}
+
+func missing(t *testing.T, c *connector.SHM, key string, d *connector.Descriptor) {
+	t.Helper()
+	v, _, ok, err := c.Get("0", "1", key, d)
+	if err != nil || ok {
+		t.Fatalf("get %q (descriptor %v): want a miss, got ok=%v v=%v err=%v", key, d, ok, v, err)
+	}
+}
+
+func descriptor(t *testing.T, line, key string) *connector.Descriptor {
+	t.Helper()
+	d, err := connector.ParseDescriptor([]byte(line), key)
+	if err != nil {
+		t.Fatalf("descriptor %q: %v", line, err)
+	}
+	return d
+}
+
+func absent(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still exists (%v)", p, err)
+		}
+	}
+}
+
+func waitAbsent(t *testing.T, what string, paths ...string) {
+	t.Helper()
+	shmtest.Eventually(t, wait, what, func() bool {
+		for _, p := range paths {
+			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// removeScopeAfterCrash removes, when the test ends, what a producer that
+// died without close leaves in scope s: markers, the ring directory and
+// rings (`omnishm prune` does this in a deployment).
+func removeScopeAfterCrash(t *testing.T, s string) {
+	t.Cleanup(func() {
+		n := scope.New(s)
+		os.RemoveAll(n.RingDir())
+		rings, _ := filepath.Glob(filepath.Join(scope.ShmDir, n.RingPrefix()+"*"))
+		for _, r := range rings {
+			os.Remove(r)
+		}
+	})
+}
+
+// markers lists the marker files of scope s.
+func markers(t *testing.T, s string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(scope.New(s).RingDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func shmPath(name string) string { return filepath.Join(scope.ShmDir, name) }
+
+func lockPath(key string) string { return shmPath("shm_" + key + "_lockfile.lock") }

@@ -1,0 +1,156 @@
+package interop
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"omnishm/frame"
+	"omnishm/jsonform"
+	"omnishm/ring"
+	"omnishm/wire"
+)
+
+const seedFile = "/work/shared/seed/000_7f37ef3b70f9d6d4.txt"
+
+// The peer runs the seed's shm_ring.py: testdata/shm_ring_peer.py must be it,
+// byte for byte, apart from the added comment line and its two imports.
+func TestPeerIsTheSeedsCode(t *testing.T) {
+	seed, err := os.ReadFile(seedFile)
+	if err != nil {
+		t.Skipf("seed not available: %v", err)
+	}
+	const file = "vllm_omni/distributed/omni_connectors/connectors/shm_ring.py\n"
+	i := strings.Index(string(seed), file)
+	if i < 0 {
+		t.Fatal("shm_ring.py not in the seed")
+	}
+	var want []string
+	for _, line := range strings.Split(string(seed[i+len(file):]), "\n")[2:] {
+		if !strings.HasPrefix(line, "+") {
+			break
+		}
+		want = append(want, line[1:])
+	}
+	copied, err := os.ReadFile(filepath.Join("testdata", "shm_ring_peer.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imports := map[string]string{
+		"from ..utils.logging import get_connector_logger":                "from peer import get_connector_logger",
+		"from ..utils.tensor_frame import TensorFrame, read_tensor_frame": "from peer import TensorFrame, read_tensor_frame",
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSuffix(string(copied), "\n"), "\n") {
+		if strings.HasPrefix(line, "# Reference implementation:") {
+			continue
+		}
+		for orig, shim := range imports {
+			if strings.HasPrefix(line, shim+"  # seed: ") {
+				line = orig
+			}
+		}
+		got = append(got, line)
+	}
+	if len(got) != len(want) || len(want) < 400 {
+		t.Fatalf("copy has %d lines, the seed's shm_ring.py %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("line %d differs:\n copy %q\n seed %q", i+1, got[i], want[i])
+		}
+	}
+}
+
+// The Python reference's own scan of ring-4096.bin (a wrapped ring with a
+// padding frame, written by the seed) lists the same ready frames as
+// ring-4096.json and ring.Parse, and their payloads decode to the cases.
+func TestRingVectorThroughPythonScan(t *testing.T) {
+	const dir = "../testdata/vectors"
+	file, err := os.ReadFile(filepath.Join(dir, "ring-4096.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index struct {
+		Ready map[string]struct {
+			Case     string `json:"case"`
+			Position uint64 `json:"position"`
+			Size     int    `json:"size"`
+		} `json:"ready"`
+	}
+	meta, err := os.ReadFile(filepath.Join(dir, "ring-4096.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(meta, &index); err != nil {
+		t.Fatal(err)
+	}
+	_, frames, err := ring.Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goFrames := map[string]ring.FrameInfo{}
+	for _, f := range frames {
+		if !f.Done && f.Key != "" {
+			goFrames[f.Key] = f
+		}
+	}
+
+	out := runPeer(t, "scan", filepath.Join(dir, "ring-4096.bin"))
+	seen := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		var f struct {
+			Key      string `json:"key"`
+			Position uint64 `json:"position"`
+			Kind     int    `json:"kind"`
+			Size     int    `json:"size"`
+			Data     string `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(line), &f); err != nil {
+			t.Fatalf("scan printed %q: %v", line, err)
+		}
+		seen[f.Key] = true
+		want, ok := index.Ready[f.Key]
+		if !ok || want.Position != f.Position || want.Size != f.Size {
+			t.Errorf("Python scan: %s at %d size %d; ring-4096.json: %+v", f.Key, f.Position, f.Size, want)
+			continue
+		}
+		g, ok := goFrames[f.Key]
+		if !ok || g.Position != f.Position || g.PayloadLen != f.Size || int(g.Kind) != f.Kind {
+			t.Errorf("Python scan: %s at %d kind %d size %d; ring.Parse: %+v", f.Key, f.Position, f.Kind, f.Size, g)
+		}
+		data, err := hex.DecodeString(f.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got any
+		if f.Kind == int(ring.KindTensors) {
+			got, err = frame.Decode(data)
+		} else {
+			got, err = wire.Unmarshal(data)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", f.Key, err)
+		}
+		expected, err := os.ReadFile(filepath.Join(dir, want.Case+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantValue, err := jsonform.Unmarshal(expected)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The JSON form is the comparison: it prints both trees alike.
+		a, errA := jsonform.Marshal(got)
+		b, errB := jsonform.Marshal(wantValue)
+		if errA != nil || errB != nil || string(a) != string(b) {
+			t.Errorf("%s (%s): decoded %s, want %s (%v %v)", f.Key, want.Case, a, b, errA, errB)
+		}
+	}
+	if len(seen) != len(index.Ready) || len(goFrames) != len(index.Ready) {
+		t.Fatalf("Python scan listed %d frames, ring.Parse %d, ring-4096.json %d", len(seen), len(goFrames), len(index.Ready))
+	}
+}

@@ -1,0 +1,112 @@
+package interop
+
+import (
+	"testing"
+
+	"omnishm/connector"
+	"omnishm/internal/shmtest"
+	"omnishm/tensor"
+	"omnishm/wire"
+)
+
+// A Go connector's per-key segments (the ring disabled, or a payload larger
+// than a quarter of the ring) are claimed by a Python reader that follows
+// SPEC §6 with multiprocessing.shared_memory; it removes segment and lock
+// file, and the Go side then misses.
+func TestGoSegmentToPython(t *testing.T) {
+	big := make([]float32, 300_000) // 1.2 MB: over capacity/4 of the default ring
+	for i := range big {
+		big[i] = float32(i) / 7
+	}
+	cases := []struct {
+		name      string
+		ringBytes int
+		want      any
+	}{
+		{"ring-disabled", 0, tensorPayload(9)},
+		{"ring-disabled-plain", 0, plainPayload(10, false)},
+		{"too-large-for-ring", connector.DefaultRingBytes, map[string]any{"hidden": must(tensor.FromSlice(big, 1000, 300))}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := shmtest.Scope(t)
+			sender := openConn(t, s, "0", c.ringBytes)
+			receiver := openConn(t, s, "1", c.ringBytes)
+			key := shmtest.Key("seg")
+			size, d, err := sender.Put("0", "1", key, c.want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Shm == nil || d.Shm.Name != key || d.Shm.Size != size {
+				t.Fatalf("descriptor %v, want a per-key one for %s", d, key)
+			}
+			r, data := parseReceived(t, runPeer(t, "segget", key, "--timeout", "10"))
+			if r == nil {
+				t.Fatal("the Python per-key reader missed a Go segment")
+			}
+			if r.Size != size {
+				t.Fatalf("Python read %d bytes, Go wrote %d", r.Size, size)
+			}
+			got, err := wire.Unmarshal(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkTree(t, key, c.want, got)
+			absent(t, shmPath(key), lockPath(key))
+			missing(t, receiver, key, nil)
+			missing(t, receiver, key, &d)
+		})
+	}
+}
+
+// A Python per-key producer's segment (SPEC §6 lock protocol, created with
+// multiprocessing.shared_memory) is claimed by a Go connector by key and by
+// descriptor, with the ring disabled or enabled (the ring misses, then the
+// per-key path answers).
+func TestPythonSegmentToGo(t *testing.T) {
+	for _, ringBytes := range []int{0, connector.DefaultRingBytes} {
+		for _, byDesc := range []bool{false, true} {
+			name := "ring=0"
+			if ringBytes > 0 {
+				name = "ring=default"
+			}
+			if byDesc {
+				name += "/descriptor"
+			}
+			t.Run(name, func(t *testing.T) {
+				s := shmtest.Scope(t)
+				key := shmtest.Key("pyseg")
+				want := plainPayload(11, true)
+				py := startPeer(t, "segput", key, hexFile(t, plainBytes(t, want)))
+				d := descriptor(t, py.line(t), key)
+				if d.Shm == nil || d.Shm.Name != key {
+					t.Fatalf("descriptor %v", d)
+				}
+				receiver := openConn(t, s, "1", ringBytes)
+				var desc *connector.Descriptor
+				if byDesc {
+					desc = d
+				}
+				got, size, ok, err := receiver.Get("0", "1", key, desc)
+				if err != nil || !ok {
+					t.Fatalf("Go get of a Python segment: ok=%v err=%v", ok, err)
+				}
+				if size != d.Size {
+					t.Fatalf("size %d, descriptor says %d", size, d.Size)
+				}
+				checkTree(t, key, want, got)
+				absent(t, shmPath(key), lockPath(key))
+				missing(t, receiver, key, nil)
+				if r, _ := parseReceived(t, runPeer(t, "segget", key, "--timeout", "0")); r != nil {
+					t.Fatalf("Python claimed it again: %+v", r)
+				}
+				py.send(t, "close")
+				if l := py.line(t); l != "closed" {
+					t.Fatal(l)
+				}
+				py.exit(t)
+				absent(t, shmPath(key), lockPath(key))
+			})
+		}
+	}
+}

@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Python peer of omnishm's interop tests (stdlib only).
+
+It drives the seed's own host ring (shm_ring_peer.py, a verbatim copy) and a
+small per-key reader/writer that follows SPEC section 6, so the Go tests can
+exchange payloads with the reference code through the same /dev/shm files.
+Payload bytes travel as hex; the Go side encodes and decodes them.
+
+    peer.py put SCOPE FROM TO KEY KIND HEXFILE [KEY KIND HEXFILE ...]
+        One HostRingTransport(wake_dir_of(SCOPE), 4 MiB) publishes each
+        payload (KIND 0: serialized bytes, 1: a tensor frame given as its raw
+        bytes) and prints one connector descriptor per line, as JSON
+        ({"host_ring": {...}, "size": n}, or null when the ring refused).
+        Then it prints "ready" and reads one line: "crash" leaves with
+        os._exit(0), without close(); anything else (or end of input) closes
+        the transport and prints "closed".
+    peer.py get SCOPE FROM TO KEY [DESCRIPTOR_JSON] [--timeout S]
+        Polls HostRingTransport.get until it finds the key or S seconds (default
+        10; 0 means one attempt) have passed; prints {"kind", "size", "data"}
+        (data in hex) or null.
+    peer.py segput KEY HEXFILE
+        Publishes the bytes as a per-key segment (SPEC 6), prints its
+        descriptor, then, on a line from stdin, retires it if still unclaimed
+        and prints "closed".
+    peer.py segget KEY [--timeout S]
+        Claims the per-key segment (SPEC 6); prints {"size", "data"} or null.
+    peer.py scan RINGFILE
+        Lists the ready frames of a ring file with the seed's own
+        _Channel.scan, without attaching to a producer: one JSON line per
+        frame, {"key", "position", "kind", "size", "data"}.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import logging
+import mmap
+import os
+import struct
+import sys
+import time
+from multiprocessing import shared_memory as shm_pkg
+
+
+# Shims for the package-relative imports of shm_ring_peer.py.
+def get_connector_logger(name: str) -> logging.Logger:
+    return logging.getLogger(name)
+
+
+class TensorFrame:
+    """Stands for utils.tensor_frame.TensorFrame: a prepared frame's bytes.
+
+    The Go side makes the frame (frame.Prepare + Write); the ring only needs
+    its size and a write into locked ring memory.
+    """
+
+    def __init__(self, data: bytes):
+        if len(data) < 4:
+            raise ValueError("truncated tensor frame")
+        header_size = struct.unpack_from("<I", data)[0]
+        self.header = bytes(data[4 : 4 + header_size])
+        self.data = bytes(data)
+        self.size = len(self.data)
+
+    def write(self, buffer: memoryview, start: int) -> None:
+        buffer[start : start + self.size] = self.data
+
+
+class TensorFrameBytes(bytes):
+    """The raw bytes of a kind-1 frame; a distinct type tells the kind apart."""
+
+
+def read_tensor_frame(view: memoryview) -> object:
+    # The Go test decodes the frame itself: copy its bytes out, nothing more.
+    return TensorFrameBytes(view)
+
+
+# shm_ring_peer.py imports the shims above from the module "peer": when this
+# file runs as __main__, make that name refer to it instead of a second copy.
+sys.modules.setdefault("peer", sys.modules[__name__])
+
+from shm_ring_peer import HostRingTransport, _Channel  # noqa: E402
+
+_RING_BYTES = 4 << 20
+
+
+def wake_dir_of(scope: str | None) -> str:
+    """SPEC 2: W, whose path string names the ring directory (H(W))."""
+    if scope is None:
+        return f"/dev/shm/omni_shm_wake_{os.getuid()}_{os.getppid()}"
+    return f"/dev/shm/omni_shm_wake_{os.getuid()}_{hashlib.sha256(scope.encode()).hexdigest()[:24]}"
+
+
+def say(value: object) -> None:
+    print(value if isinstance(value, str) else json.dumps(value), flush=True)
+
+
+def read_hex(path: str) -> bytes:
+    with open(path) as file:
+        return bytes.fromhex(file.read().strip())
+
+
+def split_timeout(args: list[str], default: float = 10.0) -> tuple[list[str], float]:
+    if "--timeout" in args:
+        i = args.index("--timeout")
+        return args[:i] + args[i + 2 :], float(args[i + 1])
+    return args, default
+
+
+def poll(attempt, timeout: float):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = attempt()
+        if result is not None or time.monotonic() >= deadline:
+            return result
+        time.sleep(0.001)
+
+
+def cmd_put(args: list[str]) -> int:
+    scope, source, destination = args[:3]
+    triples = args[3:]
+    if not triples or len(triples) % 3:
+        raise SystemExit("put: want KEY KIND HEXFILE triples")
+    ring = HostRingTransport(wake_dir_of(scope), _RING_BYTES)
+    for i in range(0, len(triples), 3):
+        key, kind, path = triples[i : i + 3]
+        data = read_hex(path)
+        payload = TensorFrame(data) if kind == "1" else data
+        meta = ring.put(source, destination, key, payload)
+        say(None if meta is None else {"host_ring": meta, "size": meta["size"]})
+    say("ready")
+    line = sys.stdin.readline().strip()
+    if line == "crash":
+        # A producer that dies without close(): its ring stays behind (the
+        # resource tracker unlinks the file later), its marker too.
+        os._exit(0)
+    ring.close()
+    say("closed")
+    return 0
+
+
+def cmd_get(args: list[str]) -> int:
+    args, timeout = split_timeout(args)
+    scope, source, destination, key = args[:4]
+    descriptor = json.loads(args[4]) if len(args) > 4 else None
+    if isinstance(descriptor, dict) and key in descriptor:
+        descriptor = descriptor[key]
+    ring_meta = descriptor.get("host_ring") if isinstance(descriptor, dict) else None
+    ring = HostRingTransport(wake_dir_of(scope), _RING_BYTES)
+    try:
+        result = poll(lambda: ring.get(source, destination, key, ring_meta), timeout)
+    finally:
+        ring.close()
+    if result is None:
+        say(None)
+    else:
+        data, size = result
+        say({"kind": 1 if isinstance(data, TensorFrameBytes) else 0, "size": size, "data": bytes(data).hex()})
+    return 0
+
+
+# Per-key segments (SPEC 6). The lock file guards one key's segment; whoever
+# holds it exclusively may create, read or unlink the segment.
+def lock_path(key: str) -> str:
+    return f"/dev/shm/shm_{key}_lockfile.lock"
+
+
+def same_file(fd: int, path: str) -> bool:
+    try:
+        now = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+
+
+def lock_for_producer(key: str) -> int:
+    """Open/create the lock file and lock it, reopening if a receiver removed it."""
+    for _ in range(3):
+        fd = os.open(lock_path(key), os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if same_file(fd, lock_path(key)):
+            return fd
+        os.close(fd)
+    raise OSError(errno.EAGAIN, "lock file replaced while locking", lock_path(key))
+
+
+def cmd_segput(args: list[str]) -> int:
+    key, path = args
+    data = read_hex(path)
+    fd = lock_for_producer(key)
+    try:
+        try:
+            segment = shm_pkg.SharedMemory(name=key, create=True, size=len(data))
+        except FileExistsError:
+            # Replace an unclaimed version: we hold the key's lock.
+            os.unlink(f"/dev/shm/{key}")
+            segment = shm_pkg.SharedMemory(name=key, create=True, size=len(data))
+        segment.buf[: len(data)] = data
+        segment.close()
+    finally:
+        os.close(fd)
+    say({"shm": {"name": key, "size": len(data)}, "size": len(data)})
+    sys.stdin.readline()
+    # close(): retire the key if no receiver claimed it.
+    fd = lock_for_producer(key)
+    try:
+        try:
+            os.unlink(f"/dev/shm/{key}")
+        except FileNotFoundError:
+            pass
+        os.unlink(lock_path(key))
+    finally:
+        os.close(fd)
+    say("closed")
+    return 0
+
+
+def claim_segment(key: str) -> bytes | None:
+    """The seed's _get_by_key / _get_data_with_lock, as SPEC 6 states it."""
+    try:
+        size = os.stat(f"/dev/shm/{key}").st_size
+    except FileNotFoundError:
+        return None
+    if size == 0:
+        return None
+    try:
+        fd = os.open(lock_path(key), os.O_RDWR | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        if not same_file(fd, lock_path(key)):
+            return None
+        try:
+            segment = shm_pkg.SharedMemory(name=key)
+        except FileNotFoundError:
+            return None
+        try:
+            data = bytes(segment.buf[: segment.size])
+        finally:
+            segment.close()
+            # unlink() also drops the attach's resource tracker registration.
+            segment.unlink()
+        os.unlink(lock_path(key))
+        return data
+    finally:
+        os.close(fd)
+
+
+def cmd_segget(args: list[str]) -> int:
+    args, timeout = split_timeout(args)
+    (key,) = args
+    data = poll(lambda: claim_segment(key), timeout)
+    say(None if data is None else {"size": len(data), "data": data.hex()})
+    return 0
+
+
+def cmd_scan(args: list[str]) -> int:
+    (path,) = args
+    with open(path, "rb") as file:
+        mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        # The seed's header check, then its scan over the frames: no attach
+        # (the file's creator is long gone) and no writes.
+        magic, capacity, head, tail, pid, start = struct.unpack_from("<8sQQQQQ", mapping)
+        if magic != b"OMSHMR01" or capacity != len(mapping) - 64 or not 0 <= tail <= head:
+            raise ValueError("invalid SHM ring header")
+        channel = _Channel(os.path.basename(path), -1, mapping, capacity, False, pid, start)
+        channel.scan()
+        for key, position in channel.index.items():
+            _total, length, kind, _state, key_length, _reserved = channel.frame(position)
+            begin = 64 + position % capacity + 16 + key_length
+            say({"key": key, "position": position, "kind": kind, "size": length, "data": mapping[begin : begin + length].hex()})
+    finally:
+        mapping.close()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    commands = {"put": cmd_put, "get": cmd_get, "segput": cmd_segput, "segget": cmd_segget, "scan": cmd_scan}
+    if not argv or argv[0] not in commands:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return commands[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
