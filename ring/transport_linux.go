@@ -459,12 +459,6 @@ func (r *reader) receive(c *counters, key string, desc *Descriptor, decode func(
 	if _, indexed := r.ix.byKey[key]; !indexed && r.m.head() == r.ix.cursor {
 		return nil, 0, false, false, nil
 	}
-	// Frames of a dead producer are never delivered (SPEC §7): check now,
-	// not only when the watcher gets to it.
-	if !r.alive(c) {
-		r.dead.Store(true)
-		return nil, 0, false, true, nil
-	}
 	if err := c.flock(r.m.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if err == errBusy {
 			return nil, 0, false, false, nil
@@ -485,10 +479,17 @@ func (r *reader) receive(c *counters, key string, desc *Descriptor, decode func(
 		r.dead.Store(true)
 		return nil, 0, false, true, fmt.Errorf("ring: %s: %w", r.name, err)
 	}
-	delete(r.ix.byKey, key)
 	if f.state != stateReady {
+		delete(r.ix.byKey, key)
 		return nil, 0, false, false, nil
 	}
+	// Frames of a dead producer are never delivered (SPEC §7): check now,
+	// not only when the watcher gets to it.
+	if !r.alive(c) {
+		r.dead.Store(true)
+		return nil, 0, false, true, nil
+	}
+	delete(r.ix.byKey, key)
 	// Consumed even if decode fails, as the Python reader does: a payload
 	// that cannot be decoded is not offered again.
 	defer markDone(r.m.data, pos)
