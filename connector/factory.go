@@ -24,11 +24,9 @@ func Register(name string, f Factory) {
 	factories[name] = f
 }
 
-// New builds the connector named by c.Name.
+// New builds the connector named by c.Name. Each factory validates its
+// own configuration.
 func New(c config.Connector) (Transport, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	factoriesMu.RLock()
 	f, ok := factories[c.Name]
 	factoriesMu.RUnlock()
@@ -49,4 +47,9 @@ func OptionsFrom(c config.Connector) Options {
 	return o
 }
 
-func newSHM(c config.Connector) (Transport, error) { return Open(OptionsFrom(c)) }
+func newSHM(c config.Connector) (Transport, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return Open(OptionsFrom(c))
+}

@@ -241,8 +241,13 @@ func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
 		}
 		if c.waiter != nil {
 			wctx, cancel := context.WithTimeout(ctx, ceiling)
-			c.waiter.Wait(wctx, gen)
+			_, err := c.waiter.Wait(wctx, gen)
 			cancel()
+			if err == nil {
+				// Woken by a put: a producer new to this edge may have
+				// registered just before it, ahead of the ring's watcher.
+				c.ring.Refresh()
+			}
 			continue
 		}
 		t := time.NewTimer(backoff)

@@ -384,3 +384,34 @@ func TestNewProducerInAnotherProcess(t *testing.T) {
 		})
 	}
 }
+
+// Refresh makes a registry change made before it visible to the next Get,
+// even while the watcher loop has not run (held back here).
+func TestRefreshSeesANewProducerBeforeTheWatcher(t *testing.T) {
+	gate := make(chan struct{})
+	beforeDrain = func() { <-gate }
+	defer func() { beforeDrain = func() {} }()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(gate)
+		}
+	}
+	defer release()
+	sc, p, r := pair(t, 4096)
+	mustPut(t, p, "0", "1", "first", []byte{1})
+	mustGet(t, r, "0", "1", "first", nil)
+	mustMiss(t, r, "0", "1", "from-child", nil) // edge discovered, stamp cached
+	child := shmtest.Start(t, "producer", sc, "from-child", "hi")
+	child.Line(t, wait) // its ring, marker and frame exist
+	r.Refresh()
+	if got := mustGet(t, r, "0", "1", "from-child", nil); string(got) != "hi" {
+		t.Fatalf("got %q", got)
+	}
+	release()
+	child.Send(t, "close")
+	if err := child.Wait(t, wait); err != nil {
+		t.Fatal(err)
+	}
+}

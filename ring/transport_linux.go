@@ -844,6 +844,20 @@ func (t *Transport) prune(dir, name string, dead bool) {
 	}
 }
 
+// Refresh makes discovery see, now, every registry change made before this
+// call. A miss normally reads only atomics that a background watcher moves
+// when producers appear, so a Get issued right after another process's
+// first put of an edge can miss once; a receiver woken by that put calls
+// Refresh first (one non-blocking read) so its next Get finds it.
+func (t *Transport) Refresh() {
+	// Holding mu keeps Close from closing the watcher's fds under the read.
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if !t.closed && t.watch != nil {
+		t.watch.sync()
+	}
+}
+
 // Cancel retires this process's ready frame of key on every edge; the
 // number retired.
 func (t *Transport) Cancel(key string) int { return t.cancel(key, "") }

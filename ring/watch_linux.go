@@ -39,6 +39,9 @@ const (
 // watcherEnabled is switched off by tests of the stat fallback.
 var watcherEnabled = true
 
+// beforeDrain lets tests hold the loop back, as a busy machine would.
+var beforeDrain = func() {}
+
 func newWatcher(log *slog.Logger) (*watcher, error) {
 	if !watcherEnabled {
 		return nil, errors.New("ring: watcher disabled")
@@ -138,6 +141,7 @@ func (w *watcher) run() {
 			case watchIDWake:
 				return
 			case watchIDInotify:
+				beforeDrain()
 				w.drainInotify(buf)
 			default:
 				w.mu.Lock()
@@ -181,6 +185,15 @@ func (w *watcher) drainInotify(buf []byte) {
 		w.gen.Add(1)
 		w.mu.Unlock()
 	}
+}
+
+// sync reads, now, the directory events the loop has not read yet, so a
+// registry change that happened before the caller's hint (a wakeup) moves
+// gen before the caller's next Get. The loop may read them concurrently:
+// every event is read once, and either reader bumps gen.
+func (w *watcher) sync() {
+	var buf [4096]byte
+	w.drainInotify(buf[:])
 }
 
 func (w *watcher) close() {
