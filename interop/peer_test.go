@@ -237,3 +237,27 @@ func hexFile(t *testing.T, data []byte) string {
 	}
 	return f.Name()
 }
+
+// startServer starts a long-lived Python ring receiver (peer.py serve) on
+// edge 0->1 of scope s: its attached rings and cached discovery stamps
+// persist across gets, as in a real stage.
+func startServer(t *testing.T, s string) *pyPeer {
+	t.Helper()
+	p := startPeer(t, "serve", s, "0", "1")
+	if l := p.line(t); l != "ready" {
+		t.Fatalf("serve: %s", l)
+	}
+	return p
+}
+
+// get asks a serving peer for key: timeout "0" is one attempt; desc is a
+// descriptor's JSON or "".
+func (p *pyPeer) get(t *testing.T, key, timeout, desc string) (*received, []byte) {
+	t.Helper()
+	line := key + " " + timeout
+	if desc != "" {
+		line += " " + desc
+	}
+	p.send(t, line)
+	return parseReceived(t, p.line(t))
+}

@@ -6,18 +6,24 @@ small per-key reader/writer that follows SPEC section 6, so the Go tests can
 exchange payloads with the reference code through the same /dev/shm files.
 Payload bytes travel as hex; the Go side encodes and decodes them.
 
-    peer.py put SCOPE FROM TO KEY KIND HEXFILE [KEY KIND HEXFILE ...]
-        One HostRingTransport(wake_dir_of(SCOPE), 4 MiB) publishes each
-        payload (KIND 0: serialized bytes, 1: a tensor frame given as its raw
-        bytes) and prints one connector descriptor per line, as JSON
+    peer.py put SCOPE FROM TO KEY KIND HEXFILE [KEY KIND HEXFILE ...] [--ring-bytes N]
+        One HostRingTransport(wake_dir_of(SCOPE), N, default 4 MiB) publishes
+        each payload (KIND 0: serialized bytes, 1: a tensor frame given as its
+        raw bytes) and prints one connector descriptor per line, as JSON
         ({"host_ring": {...}, "size": n}, or null when the ring refused).
-        Then it prints "ready" and reads one line: "crash" leaves with
+        Then it prints "ready" and reads lines: "put KEY KIND HEXFILE"
+        publishes one more (and prints its descriptor); "crash" leaves with
         os._exit(0), without close(); anything else (or end of input) closes
         the transport and prints "closed".
     peer.py get SCOPE FROM TO KEY [DESCRIPTOR_JSON] [--timeout S]
         Polls HostRingTransport.get until it finds the key or S seconds (default
         10; 0 means one attempt) have passed; prints {"kind", "size", "data"}
         (data in hex) or null.
+    peer.py serve SCOPE FROM TO
+        One long-lived HostRingTransport receiver (its attached rings and
+        cached discovery stamps persist across gets): prints "ready", then for
+        each line "KEY TIMEOUT [DESCRIPTOR_JSON]" prints what get prints; an
+        empty line or end of input closes it and prints "closed".
     peer.py segput KEY HEXFILE
         Publishes the bytes as a per-key segment (SPEC 6), prints its
         descriptor, then, on a line from stdin, retires it if still unclaimed
@@ -103,13 +109,6 @@ def read_hex(path: str) -> bytes:
         return bytes.fromhex(file.read().strip())
 
 
-def split_timeout(args: list[str], default: float = 10.0) -> tuple[list[str], float]:
-    if "--timeout" in args:
-        i = args.index("--timeout")
-        return args[:i] + args[i + 2 :], float(args[i + 1])
-    return args, default
-
-
 def poll(attempt, timeout: float):
     deadline = time.monotonic() + timeout
     while True:
@@ -119,46 +118,87 @@ def poll(attempt, timeout: float):
         time.sleep(0.001)
 
 
+def split_option(args: list[str], name: str, default: str) -> tuple[list[str], str]:
+    if name in args:
+        i = args.index(name)
+        return args[:i] + args[i + 2 :], args[i + 1]
+    return args, default
+
+
+def publish(ring: HostRingTransport, source: str, destination: str, key: str, kind: str, path: str) -> None:
+    data = read_hex(path)
+    payload = TensorFrame(data) if kind == "1" else data
+    meta = ring.put(source, destination, key, payload)
+    say(None if meta is None else {"host_ring": meta, "size": meta["size"]})
+
+
 def cmd_put(args: list[str]) -> int:
+    args, ring_bytes = split_option(args, "--ring-bytes", str(_RING_BYTES))
     scope, source, destination = args[:3]
     triples = args[3:]
     if not triples or len(triples) % 3:
         raise SystemExit("put: want KEY KIND HEXFILE triples")
-    ring = HostRingTransport(wake_dir_of(scope), _RING_BYTES)
+    ring = HostRingTransport(wake_dir_of(scope), int(ring_bytes))
     for i in range(0, len(triples), 3):
-        key, kind, path = triples[i : i + 3]
-        data = read_hex(path)
-        payload = TensorFrame(data) if kind == "1" else data
-        meta = ring.put(source, destination, key, payload)
-        say(None if meta is None else {"host_ring": meta, "size": meta["size"]})
+        publish(ring, source, destination, *triples[i : i + 3])
     say("ready")
-    line = sys.stdin.readline().strip()
-    if line == "crash":
-        # A producer that dies without close(): its ring stays behind (the
-        # resource tracker unlinks the file later), its marker too.
-        os._exit(0)
+    for line in sys.stdin:
+        words = line.split()
+        if len(words) == 4 and words[0] == "put":
+            publish(ring, source, destination, *words[1:])
+            continue
+        if words == ["crash"]:
+            # A producer that dies without close(): its ring stays behind (the
+            # resource tracker unlinks the file later), its marker too.
+            os._exit(0)
+        break
     ring.close()
     say("closed")
     return 0
 
 
-def cmd_get(args: list[str]) -> int:
-    args, timeout = split_timeout(args)
-    scope, source, destination, key = args[:4]
-    descriptor = json.loads(args[4]) if len(args) > 4 else None
-    if isinstance(descriptor, dict) and key in descriptor:
-        descriptor = descriptor[key]
-    ring_meta = descriptor.get("host_ring") if isinstance(descriptor, dict) else None
-    ring = HostRingTransport(wake_dir_of(scope), _RING_BYTES)
-    try:
-        result = poll(lambda: ring.get(source, destination, key, ring_meta), timeout)
-    finally:
-        ring.close()
+def say_received(result) -> None:
     if result is None:
         say(None)
     else:
         data, size = result
         say({"kind": 1 if isinstance(data, TensorFrameBytes) else 0, "size": size, "data": bytes(data).hex()})
+
+
+def ring_descriptor(key: str, descriptor: object) -> dict | None:
+    """The "host_ring" part of a connector descriptor, as the connector's get() picks it."""
+    if isinstance(descriptor, dict) and key in descriptor:
+        descriptor = descriptor[key]
+    return descriptor.get("host_ring") if isinstance(descriptor, dict) else None
+
+
+def cmd_get(args: list[str]) -> int:
+    args, timeout = split_option(args, "--timeout", "10")
+    scope, source, destination, key = args[:4]
+    ring_meta = ring_descriptor(key, json.loads(args[4]) if len(args) > 4 else None)
+    ring = HostRingTransport(wake_dir_of(scope), _RING_BYTES)
+    try:
+        say_received(poll(lambda: ring.get(source, destination, key, ring_meta), float(timeout)))
+    finally:
+        ring.close()
+    return 0
+
+
+def cmd_serve(args: list[str]) -> int:
+    scope, source, destination = args
+    ring = HostRingTransport(wake_dir_of(scope), _RING_BYTES)
+    say("ready")
+    try:
+        for line in sys.stdin:
+            words = line.strip().split(" ", 2)
+            if not words[0]:
+                break
+            key, timeout = words[0], float(words[1])
+            ring_meta = ring_descriptor(key, json.loads(words[2]) if len(words) > 2 else None)
+            say_received(poll(lambda: ring.get(source, destination, key, ring_meta), timeout))
+    finally:
+        ring.close()
+    say("closed")
     return 0
 
 
@@ -255,9 +295,9 @@ def claim_segment(key: str) -> bytes | None:
 
 
 def cmd_segget(args: list[str]) -> int:
-    args, timeout = split_timeout(args)
+    args, timeout = split_option(args, "--timeout", "10")
     (key,) = args
-    data = poll(lambda: claim_segment(key), timeout)
+    data = poll(lambda: claim_segment(key), float(timeout))
     say(None if data is None else {"size": len(data), "data": data.hex()})
     return 0
 
@@ -284,7 +324,14 @@ def cmd_scan(args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    commands = {"put": cmd_put, "get": cmd_get, "segput": cmd_segput, "segget": cmd_segget, "scan": cmd_scan}
+    commands = {
+        "put": cmd_put,
+        "get": cmd_get,
+        "serve": cmd_serve,
+        "segput": cmd_segput,
+        "segget": cmd_segget,
+        "scan": cmd_scan,
+    }
     if not argv or argv[0] not in commands:
         print(__doc__, file=sys.stderr)
         return 2
