@@ -389,8 +389,8 @@ func TestNewProducerInAnotherProcess(t *testing.T) {
 // even while the watcher loop has not run (held back here).
 func TestRefreshSeesANewProducerBeforeTheWatcher(t *testing.T) {
 	gate := make(chan struct{})
-	beforeDrain = func() { <-gate }
-	defer func() { beforeDrain = func() {} }()
+	drainGate.Store(&gate)
+	defer drainGate.Store(nil)
 	released := false
 	release := func() {
 		if !released {

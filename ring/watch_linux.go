@@ -39,8 +39,9 @@ const (
 // watcherEnabled is switched off by tests of the stat fallback.
 var watcherEnabled = true
 
-// beforeDrain lets tests hold the loop back, as a busy machine would.
-var beforeDrain = func() {}
+// drainGate, when set, holds the loop back before it reads directory
+// events, as a busy machine would (tests of Refresh).
+var drainGate atomic.Pointer[chan struct{}]
 
 func newWatcher(log *slog.Logger) (*watcher, error) {
 	if !watcherEnabled {
@@ -141,7 +142,9 @@ func (w *watcher) run() {
 			case watchIDWake:
 				return
 			case watchIDInotify:
-				beforeDrain()
+				if g := drainGate.Load(); g != nil {
+					<-*g
+				}
 				w.drainInotify(buf)
 			default:
 				w.mu.Lock()
