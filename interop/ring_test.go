@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"encoding/json"
 	"syscall"
 	"testing"
 
@@ -26,6 +27,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 		shmtest.Key("py-plain"):      {ring.KindBytes, plainPayload(2, true), false},
 		shmtest.Key("py-frame-desc"): {ring.KindTensors, tensorPayload(3), true},
 		shmtest.Key("py-plain-desc"): {ring.KindBytes, plainPayload(4, false), true},
+		shmtest.Key("py-ключ-✓"):     {ring.KindBytes, plainPayload(5, false), false},
 	}
 	order := make([]string, 0, len(keys))
 	args := []string{"put", s, "0", "1"}
@@ -113,15 +115,19 @@ func TestGoRingProducerToPythonReceiver(t *testing.T) {
 	sender := openConn(t, s, "0", connector.DefaultRingBytes)
 	receiver := openConn(t, s, "1", connector.DefaultRingBytes)
 	cases := []struct {
-		name   string
-		want   any
-		kind   int
-		byDesc bool
+		name    string
+		want    any
+		kind    int
+		byDesc  bool
+		mapForm bool // the descriptor as {key: descriptor} (SPEC §9)
 	}{
-		{"go-frame", tensorPayload(5), 1, false},
-		{"go-plain", plainPayload(6, false), 0, false},
-		{"go-frame-desc", tensorPayload(7), 1, true},
-		{"go-plain-desc", plainPayload(8, false), 0, true},
+		{"go-frame", tensorPayload(5), 1, false, false},
+		{"go-plain", plainPayload(6, false), 0, false, false},
+		{"go-frame-desc", tensorPayload(7), 1, true, false},
+		{"go-plain-desc", plainPayload(8, false), 0, true, false},
+		{"go-frame-desc-map", tensorPayload(9), 1, true, true},
+		// Keys are UTF-8 in ring frames (SPEC §3).
+		{"go-ключ-✓", plainPayload(10, false), 0, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -136,6 +142,13 @@ func TestGoRingProducerToPythonReceiver(t *testing.T) {
 			desc := ""
 			if c.byDesc {
 				desc = d.String()
+			}
+			if c.mapForm {
+				b, err := json.Marshal(map[string]any{key: d})
+				if err != nil {
+					t.Fatal(err)
+				}
+				desc = string(b)
 			}
 			r, data := pyGet(t, s, key, desc, "10")
 			if r == nil {

@@ -12,9 +12,10 @@ Payload bytes travel as hex; the Go side encodes and decodes them.
         raw bytes) and prints one connector descriptor per line, as JSON
         ({"host_ring": {...}, "size": n}, or null when the ring refused).
         Then it prints "ready" and reads lines: "put KEY KIND HEXFILE"
-        publishes one more (and prints its descriptor); "crash" leaves with
-        os._exit(0), without close(); anything else (or end of input) closes
-        the transport and prints "closed".
+        publishes one more (and prints its descriptor); "cancel KEY" and
+        "cancel_prefix PREFIX" retire unclaimed frames (and print how many);
+        "crash" leaves with os._exit(0), without close(); anything else (or
+        end of input) closes the transport and prints "closed".
     peer.py get SCOPE FROM TO KEY [DESCRIPTOR_JSON] [--timeout S]
         Polls HostRingTransport.get until it finds the key or S seconds (default
         10; 0 means one attempt) have passed; prints {"kind", "size", "data"}
@@ -146,6 +147,12 @@ def cmd_put(args: list[str]) -> int:
         words = line.split()
         if len(words) == 4 and words[0] == "put":
             publish(ring, source, destination, *words[1:])
+            continue
+        if len(words) == 2 and words[0] == "cancel":
+            say(ring.cancel(key=words[1]))
+            continue
+        if len(words) == 2 and words[0] == "cancel_prefix":
+            say(ring.cancel(prefix=words[1]))
             continue
         if words == ["crash"]:
             # A producer that dies without close(): its ring stays behind (the

@@ -1,0 +1,246 @@
+package interop
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"omnishm/connector"
+	"omnishm/internal/shmtest"
+	"omnishm/scope"
+)
+
+// Retiring a key (cleanup / cleanup_prefix, SPEC §9) marks the producer's
+// frame done under the ring lock: a receiver of the other implementation
+// that had already indexed the frame must then miss it. Only keys that are
+// the prefix followed by ASCII digits go.
+func TestCancelAcrossImplementations(t *testing.T) {
+	type keys struct{ single, digits1, digits2, other, probe, prefix string }
+	newKeys := func() keys {
+		prefix := shmtest.Key("req") + "_"
+		return keys{
+			single:  shmtest.Key("single"),
+			digits1: prefix + "1",
+			digits2: prefix + "22",
+			other:   prefix + "3x",
+			probe:   shmtest.Key("probe"),
+			prefix:  prefix,
+		}
+	}
+	t.Run("go-producer", func(t *testing.T) {
+		s := shmtest.Scope(t)
+		k := newKeys()
+		sender := openConn(t, s, "0", connector.DefaultRingBytes)
+		for i, key := range []string{k.single, k.digits1, k.digits2, k.other, k.probe} {
+			if _, d, err := sender.Put("0", "1", key, plainPayload(int64(i), false)); err != nil || d.HostRing == nil {
+				t.Fatalf("put %s: %v %v", key, d, err)
+			}
+		}
+		py := startServer(t, s)
+		// Attach the ring and index every ready frame in it.
+		if r, _ := py.get(t, k.probe, "0", ""); r == nil {
+			t.Fatal("Python missed the probe")
+		}
+		if !sender.Cleanup(k.single) {
+			t.Fatal("Cleanup retired nothing")
+		}
+		if n := sender.CleanupPrefix(k.prefix); n != 2 {
+			t.Fatalf("CleanupPrefix retired %d, want 2", n)
+		}
+		for _, key := range []string{k.single, k.digits1, k.digits2} {
+			if r, _ := py.get(t, key, "0", ""); r != nil {
+				t.Fatalf("Python got retired key %s: %+v", key, r)
+			}
+		}
+		if r, _ := py.get(t, k.other, "0", ""); r == nil {
+			t.Fatalf("Python missed %s, which the prefix does not match", k.other)
+		}
+	})
+	t.Run("python-producer", func(t *testing.T) {
+		s := shmtest.Scope(t)
+		k := newKeys()
+		args := []string{"put", s, "0", "1"}
+		for i, key := range []string{k.single, k.digits1, k.digits2, k.other, k.probe} {
+			args = append(args, key, "0", hexFile(t, plainBytes(t, plainPayload(int64(i), false))))
+		}
+		py := startPeer(t, args...)
+		for range 5 {
+			py.line(t)
+		}
+		if l := py.line(t); l != "ready" {
+			t.Fatal(l)
+		}
+		receiver := openConn(t, s, "1", connector.DefaultRingBytes)
+		getEventually(t, receiver, k.probe, nil)
+		py.send(t, "cancel "+k.single)
+		if l := py.line(t); l != "1" {
+			t.Fatalf("Python cancel retired %s", l)
+		}
+		py.send(t, "cancel_prefix "+k.prefix)
+		if l := py.line(t); l != "2" {
+			t.Fatalf("Python cancel_prefix retired %s", l)
+		}
+		for _, key := range []string{k.single, k.digits1, k.digits2} {
+			missing(t, receiver, key, nil)
+		}
+		if _, _, ok, err := receiver.Get("0", "1", k.other, nil); !ok || err != nil {
+			t.Fatalf("Go missed %s, which the prefix does not match: %v", k.other, err)
+		}
+	})
+}
+
+// Go and Python producers share one scope's ring directory and edge: each
+// receiver finds both rings' frames, the directory stays while either
+// producer has a marker in it, and the last to close removes it. Modes
+// follow SPEC §2 on both sides.
+func TestMixedProducersShareTheRingDirectory(t *testing.T) {
+	s := shmtest.Scope(t)
+	names := scope.New(s)
+	pk1, pk2 := shmtest.Key("py1"), shmtest.Key("py2")
+	py := startPeer(t, "put", s, "0", "1",
+		pk1, "1", hexFile(t, frameBytes(t, tensorPayload(1))),
+		pk2, "0", hexFile(t, plainBytes(t, plainPayload(2, false))))
+	pyRing := descriptor(t, py.line(t), pk1).HostRing.Name
+	descriptor(t, py.line(t), pk2)
+	if l := py.line(t); l != "ready" {
+		t.Fatal(l)
+	}
+	sender := openConn(t, s, "0", connector.DefaultRingBytes)
+	gk1, gk2 := shmtest.Key("go1"), shmtest.Key("go2")
+	_, d, err := sender.Put("0", "1", gk1, tensorPayload(3))
+	if err != nil || d.HostRing == nil {
+		t.Fatalf("put: %v %v", d, err)
+	}
+	goRing := d.HostRing.Name
+	if _, _, err := sender.Put("0", "1", gk2, plainPayload(4, false)); err != nil {
+		t.Fatal(err)
+	}
+
+	checkMode(t, names.RingDir(), os.ModeDir|0o700)
+	for _, ring := range []string{pyRing, goRing} {
+		checkMode(t, shmPath(ring), 0o600)
+		checkMode(t, filepath.Join(names.RingDir(), ring), 0o600)
+	}
+
+	// The Python receiver attaches both rings in one discovery.
+	srv := startServer(t, s)
+	for key, want := range map[string]any{gk1: tensorPayload(3), pk1: tensorPayload(1)} {
+		r, data := srv.get(t, key, "0", "")
+		if r == nil {
+			t.Fatalf("Python receiver missed %s", key)
+		}
+		checkTree(t, key, want, decodeReceived(t, r, data))
+	}
+	receiver := openConn(t, s, "1", connector.DefaultRingBytes)
+	got, _ := getEventually(t, receiver, pk2, nil)
+	checkTree(t, pk2, plainPayload(2, false), got)
+	got, _ = getEventually(t, receiver, gk2, nil)
+	checkTree(t, gk2, plainPayload(4, false), got)
+
+	if err := sender.Close(); err != nil {
+		t.Fatal(err)
+	}
+	absent(t, shmPath(goRing), filepath.Join(names.RingDir(), goRing))
+	if got := markers(t, s); len(got) != 1 || got[0] != pyRing {
+		t.Fatalf("markers after the Go producer closed: %v, want [%s]", got, pyRing)
+	}
+	py.send(t, "close")
+	if l := py.line(t); l != "closed" {
+		t.Fatal(l)
+	}
+	py.exit(t)
+	absent(t, shmPath(pyRing), names.RingDir())
+}
+
+func checkMode(t *testing.T, path string, want os.FileMode) {
+	t.Helper()
+	st, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Mode() & (os.ModeType | os.ModePerm); got != want {
+		t.Errorf("%s: mode %v, want %v", path, got, want)
+	}
+}
+
+// Both producers keep a frame out of the ring exactly when its total
+// (align16(16 + key + payload)) exceeds a quarter of the capacity (SPEC §3):
+// on a 4096-byte ring a payload of 1008-len(key) bytes is the largest taken.
+func TestQuarterCapacityBoundary(t *testing.T) {
+	const capacity = 4096
+	t.Run("go-producer", func(t *testing.T) {
+		s := shmtest.Scope(t)
+		sender := openConn(t, s, "0", capacity)
+		for _, extra := range []int{0, 1} {
+			key := shmtest.Key("edge")
+			payload := capacity/4 - 16 - len(key) + extra
+			// A msgpack bin of n >= 256 bytes is n + 3 bytes (SPEC §5).
+			size, d, err := sender.Put("0", "1", key, bytes.Repeat([]byte{7}, payload-3))
+			if err != nil || size != payload {
+				t.Fatalf("put of %d bytes: size %d, %v", payload, size, err)
+			}
+			if (d.HostRing != nil) != (extra == 0) {
+				t.Fatalf("payload %d with key of %d bytes: descriptor %v", payload, len(key), d)
+			}
+			// Python claims it whichever path it took.
+			var r *received
+			if d.HostRing != nil {
+				r, _ = pyGet(t, s, key, "", "0")
+			} else {
+				r, _ = parseReceived(t, runPeer(t, "segget", key, "--timeout", "0"))
+			}
+			if r == nil || r.Size != payload {
+				t.Fatalf("Python got %+v, want %d bytes", r, payload)
+			}
+		}
+	})
+	t.Run("python-producer", func(t *testing.T) {
+		s := shmtest.Scope(t)
+		key := shmtest.Key("edge")
+		payload := capacity/4 - 16 - len(key)
+		py := startPeer(t, "put", s, "0", "1",
+			key, "0", hexFile(t, bytes.Repeat([]byte{7}, payload)),
+			key+"x", "0", hexFile(t, bytes.Repeat([]byte{7}, payload)),
+			"--ring-bytes", strconv.Itoa(capacity))
+		if d := descriptor(t, py.line(t), key); d.HostRing == nil || d.HostRing.Size != payload {
+			t.Fatalf("Python refused %d bytes under a %d-byte key: %v", payload, len(key), d)
+		}
+		if l := py.line(t); l != "null" {
+			t.Fatalf("Python took %d bytes under a %d-byte key: %s", payload, len(key)+1, l)
+		}
+		if l := py.line(t); l != "ready" {
+			t.Fatal(l)
+		}
+	})
+}
+
+// A Go producer must never make a Python receiver of its edge fail. Ring
+// frame keys are UTF-8 (SPEC §3) and the seed's _Channel.scan decodes them
+// strictly, outside any try: a frame whose key is not valid UTF-8 makes
+// HostRingTransport.get (and so SharedMemoryConnector.get) raise
+// UnicodeDecodeError in every Python receiver that scans it. So either the
+// Go Put refuses such a key, or it keeps it out of the ring.
+//
+// Known incompatibility: the Go connector currently writes the key's raw
+// bytes into the ring. Set OMNISHM_INTEROP_KNOWN_ISSUES=1 to run this test.
+func TestGoKeyThatIsNotUTF8NeverBreaksAPythonReceiver(t *testing.T) {
+	if os.Getenv("OMNISHM_INTEROP_KNOWN_ISSUES") == "" {
+		t.Skip("known incompatibility: connector.Put writes non-UTF-8 keys into ring frames; set OMNISHM_INTEROP_KNOWN_ISSUES=1")
+	}
+	s := shmtest.Scope(t)
+	sender := openConn(t, s, "0", connector.DefaultRingBytes)
+	bad, good := shmtest.Key("bad")+"\xff", shmtest.Key("good")
+	if _, d, err := sender.Put("0", "1", bad, plainPayload(1, false)); err == nil && d.HostRing != nil {
+		t.Errorf("a key that is not UTF-8 went into the ring: %v", d)
+	}
+	if _, _, err := sender.Put("0", "1", good, plainPayload(2, false)); err != nil {
+		t.Fatal(err)
+	}
+	// pyGet fails the test if the Python receiver raises.
+	if r, _ := pyGet(t, s, good, "", "0"); r == nil {
+		t.Fatal("Python missed the good key")
+	}
+	sender.Cleanup(bad)
+}
