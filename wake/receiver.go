@@ -3,8 +3,10 @@ package wake
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,18 +18,37 @@ import (
 // Receiver owns one wakeup FIFO of a stage and counts the wakeups written to
 // it. The count, its generation, only grows; a caller notes it before a get
 // that misses and then waits for it to change. Safe for concurrent use.
+//
+// A waiter blocks in poll(2) on the FIFO itself, so a wakeup byte makes the
+// kernel wake the waiting thread directly, with no goroutine in between.
+// Whoever drains the FIFO counts the bytes; each waiter also polls a private
+// signal, raised when another goroutine's drain passed the waiter's
+// generation (the byte that would have woken it is gone), when its context
+// is done, or on Close.
 type Receiver struct {
 	dir, path string
-	file      *os.File // read end, waited on through the runtime poller
-	rfd       int      // file's descriptor, for Generation's non-blocking drain
-	wfd       int      // our own write end: the FIFO never reports EOF (SPEC §8)
-	drained   chan struct{}
+	rfd       int // read end, non-blocking; waiters poll it
+	wfd       int // our own write end: the FIFO never reports EOF (SPEC §8)
 
 	mu      sync.Mutex
 	gen     uint64
-	changed chan struct{} // closed (and replaced) when gen advances or on Close
 	closed  bool
+	waiters []*waiter // between their first check and their return
+	spare   []signal  // signals of waiters gone, for reuse
+	idle    sync.Cond // on mu: the last waiter left a closed Receiver
 }
+
+// waiter is one goroutine in Wait; its fields are guarded by Receiver.mu.
+type waiter struct {
+	gen    uint64 // returns once the generation exceeds gen
+	sig    signal
+	hasSig bool // false if no signal could be made: poll with a short timeout
+	raised bool
+}
+
+// noSignalPoll bounds a signal-less waiter's sleep: without a signal only
+// the FIFO wakes it, and another goroutine may drain the FIFO first.
+const noSignalPoll = 10 * time.Millisecond
 
 // OpenReceiver creates the wake directory dir if needed (mode 0700) and a
 // FIFO dir/{stage}_{uuid4 hex} (mode 0600) for a numeric stage, and opens it.
@@ -65,7 +86,6 @@ func OpenReceiver(dir, stage string) (*Receiver, error) {
 		unix.Unlink(tmp)
 		return nil, err
 	}
-	go r.drain()
 	// Publish the FIFO under its stage name only now that it has a reader.
 	final := filepath.Join(dir, fifoName(stage, id))
 	if err := unix.Rename(tmp, final); err != nil {
@@ -117,58 +137,42 @@ func openFIFO(dir, path string) (*Receiver, error) {
 		unix.Close(rfd)
 		return nil, fmt.Errorf("wake: open %s for writing: %w", path, err)
 	}
-	// A non-blocking descriptor is registered with the runtime poller, so
-	// the drainer waits in epoll without holding a thread.
-	return &Receiver{
-		dir:     dir,
-		path:    path,
-		file:    os.NewFile(uintptr(rfd), path),
-		rfd:     rfd,
-		wfd:     wfd,
-		drained: make(chan struct{}),
-		changed: make(chan struct{}),
-	}, nil
+	r := &Receiver{dir: dir, path: path, rfd: rfd, wfd: wfd}
+	r.idle.L = &r.mu
+	return r, nil
 }
 
-// drain counts wakeups as they arrive until the read end is closed.
-func (r *Receiver) drain() {
-	defer close(r.drained)
-	var buf [512]byte
-	for {
-		n, err := r.file.Read(buf[:])
-		if n > 0 {
-			r.mu.Lock()
-			r.advanceLocked(uint64(n))
-			r.mu.Unlock()
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (r *Receiver) advanceLocked(n uint64) {
-	r.gen += n
-	if !r.closed {
-		close(r.changed)
-		r.changed = make(chan struct{})
-	}
-}
-
-// drainLocked reads, without blocking, every wakeup already in the FIFO.
-func (r *Receiver) drainLocked() {
+// drainLocked reads, without blocking, every wakeup already in the FIFO and
+// raises the signal of every waiter but self whose generation it passed.
+func (r *Receiver) drainLocked(self *waiter) {
 	if r.closed {
 		return
 	}
+	before := r.gen
 	var buf [512]byte
 	for {
 		n, err := unix.Read(r.rfd, buf[:])
 		if n > 0 {
-			r.advanceLocked(uint64(n))
+			r.gen += uint64(n)
 		}
 		if err != nil || n < len(buf) {
-			return
+			break
 		}
+	}
+	if r.gen == before {
+		return
+	}
+	for _, w := range r.waiters {
+		if w != self && w.gen < r.gen {
+			r.raiseLocked(w)
+		}
+	}
+}
+
+func (r *Receiver) raiseLocked(w *waiter) {
+	if w.hasSig && !w.raised {
+		w.raised = true
+		w.sig.raise()
 	}
 }
 
@@ -177,7 +181,7 @@ func (r *Receiver) drainLocked() {
 func (r *Receiver) Generation() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.drainLocked()
+	r.drainLocked(nil)
 	return r.gen
 }
 
@@ -185,9 +189,11 @@ func (r *Receiver) Generation() uint64 {
 // and returns the generation and whether it exceeds gen. It returns at once,
 // unchanged, on a closed Receiver.
 func (r *Receiver) WaitForChange(gen uint64, timeout time.Duration) (uint64, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	now, err := r.Wait(ctx, gen)
+	var deadline time.Time
+	if timeout < 100*365*24*time.Hour { // longer: no deadline, not an overflow
+		deadline = time.Now().Add(timeout)
+	}
+	now, err := r.wait(nil, gen, deadline)
 	return now, err == nil
 }
 
@@ -195,27 +201,126 @@ func (r *Receiver) WaitForChange(gen uint64, timeout time.Duration) (uint64, boo
 // the generation and ctx's error when ctx is done, or ErrClosed once the
 // Receiver is closed.
 func (r *Receiver) Wait(ctx context.Context, gen uint64) (uint64, error) {
-	for {
-		r.mu.Lock()
-		r.drainLocked()
-		now, changed, closed := r.gen, r.changed, r.closed
+	deadline, _ := ctx.Deadline()
+	return r.wait(ctx, gen, deadline)
+}
+
+// wait is Wait with an optional ctx (nil: none) and deadline (zero: none);
+// past the deadline it returns context.DeadlineExceeded.
+func (r *Receiver) wait(ctx context.Context, gen uint64, deadline time.Time) (uint64, error) {
+	r.mu.Lock()
+	r.drainLocked(nil)
+	if now, done, err := r.doneLocked(ctx, gen, deadline); done {
 		r.mu.Unlock()
-		switch {
-		case now > gen:
-			return now, nil
-		case closed:
-			return now, ErrClosed
+		return now, err
+	}
+	w := r.enterLocked(gen)
+	r.mu.Unlock()
+	if ctx != nil && ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() {
+			r.mu.Lock()
+			if slices.Contains(r.waiters, w) {
+				r.raiseLocked(w)
+			}
+			r.mu.Unlock()
+		})
+		defer stop()
+	}
+	fds := []unix.PollFd{{Fd: int32(r.rfd), Events: unix.POLLIN}, {Fd: -1}}
+	if w.hasSig {
+		fds[1] = unix.PollFd{Fd: int32(w.sig.pollFD()), Events: unix.POLLIN}
+	}
+	for {
+		timeout := pollTimeout(deadline, time.Now())
+		if !w.hasSig && (timeout < 0 || timeout > int(noSignalPoll/time.Millisecond)) {
+			timeout = int(noSignalPoll / time.Millisecond)
 		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return r.Generation(), ctx.Err()
+		// EINTR and timeouts need nothing more: the checks below decide.
+		unix.Poll(fds, timeout)
+		r.mu.Lock()
+		r.drainLocked(w)
+		if now, done, err := r.doneLocked(ctx, gen, deadline); done {
+			r.leaveLocked(w)
+			r.mu.Unlock()
+			return now, err
 		}
+		if w.raised && fds[1].Revents&unix.POLLIN != 0 {
+			// Raises only announce an end, but never spin on a stale one.
+			w.sig.clear()
+			w.raised = false
+		}
+		r.mu.Unlock()
+	}
+}
+
+// doneLocked reports whether a wait for gen is over, and with what.
+func (r *Receiver) doneLocked(ctx context.Context, gen uint64, deadline time.Time) (uint64, bool, error) {
+	switch {
+	case r.gen > gen:
+		return r.gen, true, nil
+	case r.closed:
+		return r.gen, true, ErrClosed
+	}
+	if ctx != nil {
+		if err := ctx.Err(); err != nil {
+			return r.gen, true, err
+		}
+	}
+	// A ctx reports its deadline only once its timer has run: do not poll
+	// again in the meantime.
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return r.gen, true, context.DeadlineExceeded
+	}
+	return r.gen, false, nil
+}
+
+// pollTimeout is poll(2)'s timeout in milliseconds until deadline, rounded
+// up so that poll does not return just before it; -1 without a deadline.
+func pollTimeout(deadline, now time.Time) int {
+	if deadline.IsZero() {
+		return -1
+	}
+	d := deadline.Sub(now)
+	if d <= 0 {
+		return 0
+	}
+	return int(min((d+time.Millisecond-1)/time.Millisecond, math.MaxInt32))
+}
+
+// enterLocked registers a waiter for gen with a signal, reusing one if it
+// can.
+func (r *Receiver) enterLocked(gen uint64) *waiter {
+	w := &waiter{gen: gen}
+	if n := len(r.spare); n > 0 {
+		w.sig, w.hasSig = r.spare[n-1], true
+		r.spare = r.spare[:n-1]
+	} else if sig, err := newSignal(); err == nil {
+		w.sig, w.hasSig = sig, true
+	}
+	r.waiters = append(r.waiters, w)
+	return w
+}
+
+// leaveLocked unregisters w: nobody raises its signal after this, so once
+// cleared it may serve another waiter.
+func (r *Receiver) leaveLocked(w *waiter) {
+	i := slices.Index(r.waiters, w)
+	r.waiters = slices.Delete(r.waiters, i, i+1)
+	if w.hasSig {
+		if w.raised {
+			w.sig.clear()
+		}
+		r.spare = append(r.spare, w.sig)
+	}
+	if r.closed && len(r.waiters) == 0 {
+		r.idle.Broadcast()
 	}
 }
 
 // Close closes the FIFO's descriptors, unlinks it and removes the wake
-// directory if it is empty. Waiters return. Close is idempotent.
+// directory if it is empty. Waiters return ErrClosed; Close waits for them to
+// leave poll before it closes the descriptors they poll, which could
+// otherwise be reused for another file under them. Close is idempotent.
 func (r *Receiver) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -223,11 +328,22 @@ func (r *Receiver) Close() error {
 		return nil
 	}
 	r.closed = true
-	close(r.changed)
+	for _, w := range r.waiters {
+		r.raiseLocked(w)
+	}
+	// Also wakes waiters without a signal; never counted: drains stop now.
+	unix.Write(r.wfd, zeroByte)
+	for len(r.waiters) > 0 {
+		r.idle.Wait()
+	}
+	spare := r.spare
+	r.spare = nil
 	r.mu.Unlock()
 
-	err := r.file.Close() // also ends the drainer's read
-	<-r.drained
+	for _, sig := range spare {
+		sig.close()
+	}
+	err := unix.Close(r.rfd)
 	if e := unix.Close(r.wfd); err == nil && e != nil {
 		err = e
 	}

@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 		"receiver": receiverRole,
 		"notify":   notifyRole,
 		"pong":     pongRole,
+		"sockpong": sockPongRole,
 	})
 }
 
@@ -73,14 +74,38 @@ func pongRole(args []string) int {
 		shmtest.Hear()
 		r.Close()
 	}()
-	shmtest.Say("ready")
+	// Note the generation before saying ready: the parent's first notify
+	// may arrive as soon as it hears us, and must count as a change.
 	gen := r.Generation()
+	shmtest.Say("ready")
 	for {
 		var err error
 		if gen, err = r.Wait(context.Background(), gen); err != nil {
 			return 0
 		}
 		n.Notify("2")
+	}
+}
+
+// sockPongRole (path) connects to the Unix socket at path and echoes every
+// byte back with blocking reads and writes: the latency baseline.
+func sockPongRole(args []string) int {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err == nil {
+		err = unix.Connect(fd, &unix.SockaddrUnix{Name: args[0]})
+	}
+	if err != nil {
+		shmtest.Say("error %v", err)
+		return 1
+	}
+	var b [1]byte
+	for {
+		if n, err := unix.Read(fd, b[:]); n != 1 || err != nil {
+			return 0
+		}
+		if _, err := unix.Write(fd, b[:]); err != nil {
+			return 0
+		}
 	}
 }
 
@@ -442,7 +467,6 @@ func TestPendingFIFORetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go r.drain()
 	defer r.Close()
 	n.Notify("1")
 	if now, changed := r.WaitForChange(0, patience); !changed || now != 1 {
@@ -610,6 +634,186 @@ func TestWaitStops(t *testing.T) {
 	}
 }
 
+// waitingOn reports whether n goroutines are registered as waiters of r.
+func waitingOn(r *Receiver, n int) func() bool {
+	return func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.waiters) == n
+	}
+}
+
+// One notify releases every concurrent waiter whose generation it passes,
+// including waiters that enter while another goroutine drains the FIFO
+// (Generation) and so never see the byte in poll; a waiter for a later
+// generation stays until that one arrives.
+func TestConcurrentWaitersOneNotify(t *testing.T) {
+	for round := range 20 {
+		dir := wakeDir(t)
+		r := openReceiver(t, dir, "1")
+		n := newNotifier(t, dir)
+		const waiters = 6
+		type result struct {
+			now uint64
+			err error
+		}
+		now, later := make(chan result, waiters), make(chan result, 1)
+		for range waiters {
+			go func() {
+				g, err := r.Wait(context.Background(), 0)
+				now <- result{g, err}
+			}()
+		}
+		go func() {
+			g, err := r.Wait(context.Background(), 1)
+			later <- result{g, err}
+		}()
+		if round%2 == 1 {
+			// Half the rounds: every waiter is registered before the
+			// notify; otherwise some may still be entering.
+			shmtest.Eventually(t, patience, "waiters to register", waitingOn(r, waiters+1))
+		}
+		n.Notify("1")
+		if round%4 == 0 {
+			r.Generation() // races the waiters for the byte
+		}
+		for range waiters {
+			if got := <-now; got.err != nil || got.now != 1 {
+				t.Fatalf("round %d: waiter returned %d, %v; want 1, nil", round, got.now, got.err)
+			}
+		}
+		select {
+		case got := <-later:
+			t.Fatalf("round %d: waiter for generation 1 returned at %d, %v", round, got.now, got.err)
+		default:
+		}
+		n.Notify("1")
+		if got := <-later; got.err != nil || got.now != 2 {
+			t.Fatalf("round %d: later waiter returned %d, %v; want 2, nil", round, got.now, got.err)
+		}
+		if got := r.Generation(); got != 2 {
+			t.Fatalf("round %d: generation %d after two notifies, want 2", round, got)
+		}
+	}
+}
+
+// Cancelling the ctx of a waiter returns the ctx's error promptly whether the
+// cancel lands before or after the waiter entered poll; the wakeup used to
+// interrupt poll is not counted as a notify.
+func TestWaitCancelled(t *testing.T) {
+	r := openReceiver(t, wakeDir(t), "1")
+	for range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		type result struct {
+			now uint64
+			err error
+		}
+		about := make(chan struct{})
+		done := make(chan result, 1)
+		go func() {
+			close(about)
+			g, err := r.Wait(ctx, 0)
+			done <- result{g, err}
+		}()
+		<-about
+		cancel()
+		select {
+		case got := <-done:
+			if got.now != 0 || !errors.Is(got.err, context.Canceled) {
+				t.Fatalf("Wait = %d, %v; want 0, context.Canceled", got.now, got.err)
+			}
+		case <-time.After(patience):
+			t.Fatal("cancelled Wait did not return")
+		}
+	}
+	// Now surely in poll: a deadline ctx and a cancel after registering.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Wait(ctx, 0)
+		done <- err
+	}()
+	shmtest.Eventually(t, patience, "waiter to register", waitingOn(r, 1))
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v, want context.Canceled", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if _, err := r.Wait(ctx, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait past its deadline = %v, want context.DeadlineExceeded", err)
+	}
+	if got := r.Generation(); got != 0 {
+		t.Fatalf("generation %d after cancellations only, want 0", got)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.waiters) != 0 {
+		t.Fatalf("%d waiters left registered", len(r.waiters))
+	}
+}
+
+// Close releases blocked waiters with ErrClosed and closes the descriptors
+// only once no waiter polls them: a waiter unregisters only after its poll
+// returned, so none may be registered when Close returns. 200 rounds, with
+// waiters registered (in or about to enter poll) or still arriving.
+func TestCloseReleasesPollers(t *testing.T) {
+	for round := range 200 {
+		dir := wakeDir(t)
+		r, err := OpenReceiver(dir, "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiters := 1 + round%4
+		errs := make(chan error, waiters)
+		for range waiters {
+			go func() {
+				_, err := r.Wait(context.Background(), 0)
+				errs <- err
+			}()
+		}
+		if round%2 == 0 {
+			shmtest.Eventually(t, patience, "waiters to register", waitingOn(r, waiters))
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// Close returned: no waiter may still be registered (polling).
+		if !waitingOn(r, 0)() {
+			t.Fatalf("round %d: Close returned with waiters registered", round)
+		}
+		for range waiters {
+			if err := <-errs; !errors.Is(err, ErrClosed) {
+				t.Fatalf("round %d: waiter got %v, want ErrClosed", round, err)
+			}
+		}
+		if exists(dir) {
+			t.Fatalf("round %d: %s left behind", round, dir)
+		}
+	}
+}
+
+func TestPollTimeout(t *testing.T) {
+	now := time.Unix(1000, 0)
+	cases := []struct {
+		deadline time.Time
+		want     int
+	}{
+		{time.Time{}, -1},
+		{now, 0},
+		{now.Add(-time.Second), 0},
+		{now.Add(time.Nanosecond), 1},
+		{now.Add(time.Millisecond), 1},
+		{now.Add(time.Millisecond + 1), 2},
+		{now.Add(1000 * time.Hour), 1<<31 - 1},
+	}
+	for _, c := range cases {
+		if got := pollTimeout(c.deadline, now); got != c.want {
+			t.Errorf("pollTimeout(%v) = %d, want %d", c.deadline.Sub(now), got, c.want)
+		}
+	}
+}
+
 // notifyByScan is the baseline: a directory scan per put.
 func notifyByScan(dir, to string) {
 	names, _ := os.ReadDir(dir)
@@ -704,6 +908,47 @@ func BenchmarkWakeLatency(b *testing.B) {
 		var changed bool
 		if gen, changed = r.WaitForChange(gen, patience); !changed {
 			b.Fatal("no answer")
+		}
+		rtts = append(rtts, time.Since(start))
+	}
+	slices.Sort(rtts)
+	b.ReportMetric(float64(rtts[len(rtts)/2].Nanoseconds()), "rtt-p50-ns")
+	b.ReportMetric(float64(rtts[len(rtts)*99/100].Nanoseconds()), "rtt-p99-ns")
+}
+
+// BenchmarkSocketLatency is BenchmarkWakeLatency's baseline: the same round
+// trip over a Unix stream socket, both ends in blocking reads.
+func BenchmarkSocketLatency(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "sock")
+	lfd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(lfd)
+	if err := unix.Bind(lfd, &unix.SockaddrUnix{Name: path}); err != nil {
+		b.Fatal(err)
+	}
+	if err := unix.Listen(lfd, 1); err != nil {
+		b.Fatal(err)
+	}
+	p := shmtest.Start(b, "sockpong", path)
+	fd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		unix.Close(fd) // the child's read ends
+		p.Wait(b, patience)
+	}()
+	var rtts []time.Duration
+	msg := []byte{0}
+	for b.Loop() {
+		start := time.Now()
+		if _, err := unix.Write(fd, msg); err != nil {
+			b.Fatal(err)
+		}
+		if n, err := unix.Read(fd, msg); n != 1 || err != nil {
+			b.Fatalf("no answer: %d, %v", n, err)
 		}
 		rtts = append(rtts, time.Since(start))
 	}
