@@ -3,7 +3,9 @@ package interop
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
+	"strconv"
 	"testing"
 
 	"omnishm/connector"
@@ -181,73 +183,89 @@ func (p *paddings) add(t *testing.T, key string, d *connector.Descriptor, capaci
 	p.next = pos + total
 }
 
+// check fails unless the ring wrapped several times, with padding.
+func (p *paddings) check(t *testing.T, capacity uint64) {
+	t.Helper()
+	if p.next < 3*capacity || p.count < 2 {
+		t.Fatalf("ring reached %d with %d padding frames: no real wrap-around", p.next, p.count)
+	}
+}
+
 // Small rings wrap many times while the other implementation claims each
 // frame: the consumer's done marks let the producer reclaim, and padding
-// frames are skipped by the reader, in both directions.
+// frames are skipped by the reader, in both directions. A host_ring_bytes
+// that is not a multiple of 16 is aligned up alike on both sides (SPEC §3).
 func TestWrapAround(t *testing.T) {
-	const n, capacity = 60, 4096
-	t.Run("go-producer", func(t *testing.T) {
-		s := shmtest.Scope(t)
-		sender := openConn(t, s, "0", capacity)
-		py := startServer(t, s)
-		var gaps paddings
-		for i := range n {
+	const n = 60
+	for _, ringBytes := range []int{4096, 4100} {
+		capacity := uint64(ringBytes+15) &^ 15
+		t.Run(fmt.Sprintf("go-producer/%d", ringBytes), func(t *testing.T) {
+			s := shmtest.Scope(t)
+			sender := openConn(t, s, "0", ringBytes)
+			py := startServer(t, s)
+			var gaps paddings
+			for i := range n {
+				key := shmtest.Key("wrap")
+				_, d, err := sender.Put("0", "1", key, wrapPayload(i))
+				if err != nil || d.HostRing == nil {
+					t.Fatalf("put %d: %v %v (the Python claims should have freed the ring)", i, d, err)
+				}
+				gaps.add(t, key, &d, capacity)
+				r, data := py.get(t, key, "0", "")
+				if r == nil {
+					t.Fatalf("Python missed frame %d at %d", i, d.HostRing.Position)
+				}
+				checkTree(t, key, wrapPayload(i), decodeReceived(t, r, data))
+				if i == 0 {
+					if got := inspect(t, d.HostRing.Name).Header.Capacity; got != capacity {
+						t.Fatalf("Go ring capacity %d, want %d", got, capacity)
+					}
+				}
+			}
+			gaps.check(t, capacity)
+		})
+		t.Run(fmt.Sprintf("python-producer/%d", ringBytes), func(t *testing.T) {
+			s := shmtest.Scope(t)
+			receiver := openConn(t, s, "1", connector.DefaultRingBytes)
 			key := shmtest.Key("wrap")
-			_, d, err := sender.Put("0", "1", key, wrapPayload(i))
-			if err != nil || d.HostRing == nil {
-				t.Fatalf("put %d: %v %v (the Python claims should have freed the ring)", i, d, err)
+			kind, data := wrapBytes(t, 0)
+			py := startPeer(t, "put", s, "0", "1", key, kind, hexFile(t, data), "--ring-bytes", strconv.Itoa(ringBytes))
+			d := descriptor(t, py.line(t), key)
+			if l := py.line(t); l != "ready" {
+				t.Fatal(l)
 			}
-			gaps.add(t, key, &d, capacity)
-			r, data := py.get(t, key, "0", "")
-			if r == nil {
-				t.Fatalf("Python missed frame %d at %d", i, d.HostRing.Position)
+			if got := inspect(t, d.HostRing.Name).Header.Capacity; got != capacity {
+				t.Fatalf("Python ring capacity %d, want %d", got, capacity)
 			}
-			checkTree(t, key, wrapPayload(i), decodeReceived(t, r, data))
-		}
-		if gaps.next < 3*capacity || gaps.count < 2 {
-			t.Fatalf("ring reached %d with %d padding frames: no real wrap-around", gaps.next, gaps.count)
-		}
-	})
-	t.Run("python-producer", func(t *testing.T) {
-		s := shmtest.Scope(t)
-		receiver := openConn(t, s, "1", connector.DefaultRingBytes)
-		key := shmtest.Key("wrap")
-		kind, data := wrapBytes(t, 0)
-		py := startPeer(t, "put", s, "0", "1", key, kind, hexFile(t, data), "--ring-bytes", "4096")
-		d := descriptor(t, py.line(t), key)
-		if l := py.line(t); l != "ready" {
-			t.Fatal(l)
-		}
-		var gaps paddings
-		gaps.add(t, key, d, capacity)
-		got, _ := getEventually(t, receiver, key, nil)
-		checkTree(t, key, wrapPayload(0), got)
-		for i := 1; i < n; i++ {
-			key := shmtest.Key("wrap")
-			kind, data := wrapBytes(t, i)
-			py.send(t, "put "+key+" "+kind+" "+hexFile(t, data))
-			line := py.line(t)
-			if line == "null" {
-				t.Fatalf("Python ring refused put %d: Go's claims did not free it", i)
-			}
-			d := descriptor(t, line, key)
+			var gaps paddings
 			gaps.add(t, key, d, capacity)
-			// The ring is attached: a new frame is seen at once.
-			got, _, ok, err := receiver.Get("0", "1", key, nil)
-			if err != nil || !ok {
-				t.Fatalf("Go get %d at %d: ok=%v err=%v", i, d.HostRing.Position, ok, err)
+			got, _ := getEventually(t, receiver, key, nil)
+			checkTree(t, key, wrapPayload(0), got)
+			for i := 1; i < n; i++ {
+				key := shmtest.Key("wrap")
+				kind, data := wrapBytes(t, i)
+				py.send(t, "put "+key+" "+kind+" "+hexFile(t, data))
+				line := py.line(t)
+				if line == "null" {
+					t.Fatalf("Python ring refused put %d: Go's claims did not free it", i)
+				}
+				d := descriptor(t, line, key)
+				gaps.add(t, key, d, capacity)
+				// The ring is attached: a new frame is seen at once.
+				got, _, ok, err := receiver.Get("0", "1", key, nil)
+				if err != nil || !ok {
+					t.Fatalf("Go get %d at %d: ok=%v err=%v", i, d.HostRing.Position, ok, err)
+				}
+				checkTree(t, key, wrapPayload(i), got)
 			}
-			checkTree(t, key, wrapPayload(i), got)
-		}
-		if gaps.next < 3*capacity || gaps.count < 2 {
-			t.Fatalf("ring reached %d with %d padding frames: no real wrap-around", gaps.next, gaps.count)
-		}
-		py.send(t, "close")
-		if l := py.line(t); l != "closed" {
-			t.Fatal(l)
-		}
-		py.exit(t)
-	})
+			gaps.check(t, capacity)
+			py.send(t, "close")
+			if l := py.line(t); l != "closed" {
+				t.Fatal(l)
+			}
+			py.exit(t)
+		})
+	}
 }
 
 // The Go ring header carries exactly what the Python reader checks (SPEC

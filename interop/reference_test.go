@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"omnishm/connector"
 	"omnishm/frame"
+	"omnishm/internal/shmtest"
 	"omnishm/jsonform"
 	"omnishm/ring"
 	"omnishm/wire"
@@ -153,4 +155,77 @@ func TestRingVectorThroughPythonScan(t *testing.T) {
 	if len(seen) != len(index.Ready) || len(goFrames) != len(index.Ready) {
 		t.Fatalf("Python scan listed %d frames, ring.Parse %d, ring-4096.json %d", len(seen), len(goFrames), len(index.Ready))
 	}
+}
+
+// The reference vectors (tensor frames and msgpack made by the real Python
+// code, with torch) travel through a Python producer's ring to a Go
+// connector, which decodes each to its case's value.
+func TestReferenceVectorsThroughPythonRing(t *testing.T) {
+	const dir = "../testdata/vectors"
+	raw, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index map[string]map[string]any
+	if err := json.Unmarshal(raw, &index); err != nil {
+		t.Fatal(err)
+	}
+	type sent struct{ key, caseName, kind string }
+	var (
+		all  []sent
+		args = []string{"put", shmtest.Scope(t), "0", "1"}
+	)
+	s := args[1]
+	for name, files := range index {
+		if strings.HasPrefix(name, "_") {
+			continue
+		}
+		for kind, field := range map[string]string{"1": "frame", "0": "msgpack"} {
+			file, ok := files[field].(string)
+			if !ok {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(dir, file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := shmtest.Key(name + "-" + field)
+			all = append(all, sent{key, name, kind})
+			args = append(args, key, kind, hexFile(t, data))
+		}
+	}
+	if len(all) < 40 {
+		t.Fatalf("only %d vectors", len(all))
+	}
+	py := startPeer(t, args...)
+	for _, v := range all {
+		if d := descriptor(t, py.line(t), v.key); d.HostRing == nil {
+			t.Fatalf("%s: not in the ring", v.key)
+		}
+	}
+	if l := py.line(t); l != "ready" {
+		t.Fatal(l)
+	}
+	receiver := openConn(t, s, "1", connector.DefaultRingBytes)
+	for _, v := range all {
+		got, _ := getEventually(t, receiver, v.key, nil)
+		expected, err := os.ReadFile(filepath.Join(dir, v.caseName+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := jsonform.Unmarshal(expected)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, errA := jsonform.Marshal(got)
+		b, errB := jsonform.Marshal(want)
+		if errA != nil || errB != nil || string(a) != string(b) {
+			t.Errorf("%s (kind %s): decoded %.300s\n want %.300s (%v %v)", v.caseName, v.kind, a, b, errA, errB)
+		}
+	}
+	py.send(t, "close")
+	if l := py.line(t); l != "closed" {
+		t.Fatal(l)
+	}
+	py.exit(t)
 }

@@ -62,51 +62,60 @@ func TestGoSegmentToPython(t *testing.T) {
 // A Python per-key producer's segment (SPEC §6 lock protocol, created with
 // multiprocessing.shared_memory) is claimed by a Go connector by key and by
 // descriptor, with the ring disabled or enabled (the ring misses, then the
-// per-key path answers).
+// per-key path answers), in the plain form and in the OMNIIPC1 form.
 func TestPythonSegmentToGo(t *testing.T) {
-	for _, ringBytes := range []int{0, connector.DefaultRingBytes} {
-		for _, byDesc := range []bool{false, true} {
-			name := "ring=0"
-			if ringBytes > 0 {
-				name = "ring=default"
+	cases := []struct {
+		name      string
+		ringBytes int
+		byDesc    bool
+		wrap      bool
+	}{
+		{"ring=0", 0, false, false},
+		{"ring=0/descriptor", 0, true, false},
+		{"ring=default", connector.DefaultRingBytes, false, false},
+		{"ring=default/descriptor", connector.DefaultRingBytes, true, false},
+		{"ring=0/OMNIIPC1", 0, false, true},
+		{"ring=default/OMNIIPC1/descriptor", connector.DefaultRingBytes, true, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := shmtest.Scope(t)
+			key := shmtest.Key("pyseg")
+			want := plainPayload(11, true)
+			data := plainBytes(t, want)
+			args := []string{"segput", key, hexFile(t, data)}
+			if c.wrap {
+				args = append(args, "--wrap")
 			}
-			if byDesc {
-				name += "/descriptor"
+			py := startPeer(t, args...)
+			d := descriptor(t, py.line(t), key)
+			if d.Shm == nil || d.Shm.Name != key {
+				t.Fatalf("descriptor %v", d)
 			}
-			t.Run(name, func(t *testing.T) {
-				s := shmtest.Scope(t)
-				key := shmtest.Key("pyseg")
-				want := plainPayload(11, true)
-				py := startPeer(t, "segput", key, hexFile(t, plainBytes(t, want)))
-				d := descriptor(t, py.line(t), key)
-				if d.Shm == nil || d.Shm.Name != key {
-					t.Fatalf("descriptor %v", d)
-				}
-				receiver := openConn(t, s, "1", ringBytes)
-				var desc *connector.Descriptor
-				if byDesc {
-					desc = d
-				}
-				got, size, ok, err := receiver.Get("0", "1", key, desc)
-				if err != nil || !ok {
-					t.Fatalf("Go get of a Python segment: ok=%v err=%v", ok, err)
-				}
-				if size != d.Size {
-					t.Fatalf("size %d, descriptor says %d", size, d.Size)
-				}
-				checkTree(t, key, want, got)
-				absent(t, shmPath(key), lockPath(key))
-				missing(t, receiver, key, nil)
-				if r, _ := parseReceived(t, runPeer(t, "segget", key, "--timeout", "0")); r != nil {
-					t.Fatalf("Python claimed it again: %+v", r)
-				}
-				py.send(t, "close")
-				if l := py.line(t); l != "closed" {
-					t.Fatal(l)
-				}
-				py.exit(t)
-				absent(t, shmPath(key), lockPath(key))
-			})
-		}
+			receiver := openConn(t, s, "1", c.ringBytes)
+			var desc *connector.Descriptor
+			if c.byDesc {
+				desc = d
+			}
+			got, size, ok, err := receiver.Get("0", "1", key, desc)
+			if err != nil || !ok {
+				t.Fatalf("Go get of a Python segment: ok=%v err=%v", ok, err)
+			}
+			if size != len(data) {
+				t.Fatalf("size %d, want the payload's %d", size, len(data))
+			}
+			checkTree(t, key, want, got)
+			absent(t, shmPath(key), lockPath(key))
+			missing(t, receiver, key, nil)
+			if r, _ := parseReceived(t, runPeer(t, "segget", key, "--timeout", "0")); r != nil {
+				t.Fatalf("Python claimed it again: %+v", r)
+			}
+			py.send(t, "close")
+			if l := py.line(t); l != "closed" {
+				t.Fatal(l)
+			}
+			py.exit(t)
+			absent(t, shmPath(key), lockPath(key))
+		})
 	}
 }

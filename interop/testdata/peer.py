@@ -25,10 +25,11 @@ Payload bytes travel as hex; the Go side encodes and decodes them.
         cached discovery stamps persist across gets): prints "ready", then for
         each line "KEY TIMEOUT [DESCRIPTOR_JSON]" prints what get prints; an
         empty line or end of input closes it and prints "closed".
-    peer.py segput KEY HEXFILE
+    peer.py segput KEY HEXFILE [--wrap]
         Publishes the bytes as a per-key segment (SPEC 6), prints its
         descriptor, then, on a line from stdin, retires it if still unclaimed
-        and prints "closed".
+        and prints "closed". --wrap writes the OMNIIPC1 form some Python
+        builds use: "OMNIIPC1", big-endian u64 length and u32 CRC-32, payload.
     peer.py segget KEY [--timeout S]
         Claims the per-key segment (SPEC 6); prints {"size", "data"} or null.
     peer.py scan RINGFILE
@@ -49,6 +50,7 @@ import os
 import struct
 import sys
 import time
+import zlib
 from multiprocessing import shared_memory as shm_pkg
 
 
@@ -236,8 +238,11 @@ def lock_for_producer(key: str) -> int:
 
 
 def cmd_segput(args: list[str]) -> int:
-    key, path = args
+    wrap = "--wrap" in args
+    key, path = [arg for arg in args if arg != "--wrap"]
     data = read_hex(path)
+    if wrap:
+        data = b"OMNIIPC1" + struct.pack(">QI", len(data), zlib.crc32(data)) + data
     fd = lock_for_producer(key)
     try:
         try:
