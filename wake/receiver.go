@@ -19,13 +19,15 @@ import (
 // it. The count, its generation, only grows; a caller notes it before a get
 // that misses and then waits for it to change. Safe for concurrent use.
 //
-// A waiter blocks in poll(2) on the FIFO itself, so a wakeup byte makes the
-// kernel wake the waiting thread directly, with no goroutine in between.
-// Whoever drains the FIFO counts the bytes; each waiter also polls a private
-// signal, raised when another goroutine's drain passed the waiter's
-// generation (the byte that would have woken it is gone), when its context
-// is done, or on Close.
+// A waiting goroutine blocks its thread in poll(2) on the FIFO, so a wakeup
+// reaches it straight from the kernel, as a blocking socket read would; each
+// concurrent waiter holds one OS thread.
 type Receiver struct {
+	// Whoever drains the FIFO counts the bytes. Each waiter also polls a
+	// private signal, raised when another goroutine's drain passed the
+	// waiter's generation (it took the byte that would have woken it), when
+	// the waiter's context is done, or on Close.
+
 	dir, path string
 	rfd       int // read end, non-blocking; waiters poll it
 	wfd       int // our own write end: the FIFO never reports EOF (SPEC §8)
