@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"omnishm/internal/vectortest"
 	"testing"
 	"unsafe"
 
@@ -37,28 +38,28 @@ func nonceOf(t testing.TB, b []byte) []byte {
 }
 
 func TestVectors(t *testing.T) {
-	for _, c := range loadIndex(t) {
+	for _, c := range vectortest.LoadIndex(t) {
 		if c.Frame == "" {
 			continue
 		}
 		t.Run(c.Name, func(t *testing.T) {
-			raw := readVector(t, c.Frame)
+			raw := vectortest.Read(t, c.Frame)
 			got, err := frame.Decode(raw)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := sameValue(got, fromJSON(t, readVector(t, c.JSON))); err != nil {
+			if err := vectortest.SameValue(got, vectortest.FromJSON(t, vectortest.Read(t, c.JSON))); err != nil {
 				t.Fatalf("Decode vs JSON: %v", err)
 			}
 			if c.Msgpack == "" {
 				return // conj_tensor: the reference refuses its msgpack form
 			}
-			mp := readVector(t, c.Msgpack)
+			mp := vectortest.Read(t, c.Msgpack)
 			plain, err := wire.Unmarshal(mp)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := sameValue(got, plain); err != nil {
+			if err := vectortest.SameValue(got, plain); err != nil {
 				t.Fatalf("Decode(frame) vs Unmarshal(msgpack): %v", err)
 			}
 			// Prepared again in the reference's map order, the frame is the
@@ -77,12 +78,12 @@ func TestVectors(t *testing.T) {
 }
 
 func TestTensorFreeTreeIsPlainMsgpack(t *testing.T) {
-	for _, c := range loadIndex(t) {
+	for _, c := range vectortest.LoadIndex(t) {
 		if c.Frame != "" {
 			continue
 		}
 		t.Run(c.Name, func(t *testing.T) {
-			mp := readVector(t, c.Msgpack)
+			mp := vectortest.Read(t, c.Msgpack)
 			v, err := (&wire.Decoder{Ordered: true}).Decode(mp)
 			if err != nil {
 				t.Fatal(err)
@@ -155,7 +156,7 @@ func TestRoundTripEveryDType(t *testing.T) {
 			}
 			plain, _ := wire.Marshal(payload)
 			want, _ := wire.Unmarshal(plain)
-			if err := sameValue(got, want); err != nil {
+			if err := vectortest.SameValue(got, want); err != nil {
 				t.Fatal(err)
 			}
 			m := got.(map[string]any)
@@ -212,11 +213,11 @@ func TestTypedPayloadMatchesReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := readVector(t, "typed_payload.msgpack"); !bytes.Equal(mp, want) {
+	if want := vectortest.Read(t, "typed_payload.msgpack"); !bytes.Equal(mp, want) {
 		t.Fatalf("msgpack differs:\n got %x\nwant %x", mp, want)
 	}
 	_, ours := encode(t, &payload, 0)
-	ref := readVector(t, "typed_payload.frame")
+	ref := vectortest.Read(t, "typed_payload.frame")
 	ours = bytes.ReplaceAll(ours, nonceOf(t, ours), nonceOf(t, ref))
 	if !bytes.Equal(ours, ref) {
 		t.Fatalf("frame differs:\n got %x\nwant %x", ours, ref)
@@ -263,7 +264,7 @@ func TestLiteralExtStaysLiteral(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sameValue(got, []any{ours, foreign, short, other}); err != nil {
+	if err := vectortest.SameValue(got, []any{ours, foreign, short, other}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -304,7 +305,7 @@ func within(inner, outer []byte) bool {
 }
 
 func TestLargeFrameGivesEachTensorItsOwner(t *testing.T) {
-	got, err := frame.Decode(readVector(t, "large_owner.frame"))
+	got, err := frame.Decode(vectortest.Read(t, "large_owner.frame"))
 	if err != nil {
 		t.Fatal(err)
 	}

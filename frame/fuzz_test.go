@@ -2,6 +2,7 @@ package frame_test
 
 import (
 	"errors"
+	"omnishm/internal/vectortest"
 	"testing"
 
 	"omnishm/frame"
@@ -11,9 +12,9 @@ import (
 // FuzzDecode: any bytes decode or fail with ErrCorrupt, never panic or read
 // out of bounds; a decoded frame's tensors are valid and re-encode.
 func FuzzDecode(f *testing.F) {
-	for _, c := range loadIndex(f) {
+	for _, c := range vectortest.LoadIndex(f) {
 		if c.Frame != "" {
-			f.Add(readVector(f, c.Frame))
+			f.Add(vectortest.Read(f, c.Frame))
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -39,7 +40,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded frame does not decode: %v", err)
 		}
-		if err := sameValue(back, v); err != nil {
+		if err := vectortest.SameValue(back, v); err != nil {
 			t.Fatalf("round trip changed the value: %v", err)
 		}
 		checkTensors(t, back)

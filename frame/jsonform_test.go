@@ -2,6 +2,7 @@ package frame_test
 
 import (
 	"bytes"
+	"omnishm/internal/vectortest"
 	"testing"
 
 	"omnishm/frame"
@@ -12,9 +13,9 @@ import (
 // Printed in SPEC §10's JSON form, both decodings of every vector are the
 // reference's C.json, byte for byte.
 func TestVectorsPrintAsReferenceJSON(t *testing.T) {
-	for _, c := range loadIndex(t) {
+	for _, c := range vectortest.LoadIndex(t) {
 		t.Run(c.Name, func(t *testing.T) {
-			want := bytes.TrimSpace(readVector(t, c.JSON))
+			want := bytes.TrimSpace(vectortest.Read(t, c.JSON))
 			decoded := map[string]func([]byte) (any, error){}
 			if c.Msgpack != "" {
 				decoded[c.Msgpack] = wire.Unmarshal
@@ -23,7 +24,7 @@ func TestVectorsPrintAsReferenceJSON(t *testing.T) {
 				decoded[c.Frame] = frame.Decode
 			}
 			for file, decode := range decoded {
-				v, err := decode(readVector(t, file))
+				v, err := decode(vectortest.Read(t, file))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -3,6 +3,7 @@ package wire_test
 import (
 	"bytes"
 	"io"
+	"omnishm/internal/vectortest"
 	"strings"
 	"testing"
 
@@ -41,7 +42,7 @@ func TestLengthBoundaries(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %d: %v", kind, n, err)
 			}
-			if err := sameValue(got, v); err != nil {
+			if err := vectortest.SameValue(got, v); err != nil {
 				t.Fatalf("%s %d: %v", kind, n, err)
 			}
 			// msgpack/v5 decodes only registered extensions; it can skip any.

@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"errors"
+	"omnishm/internal/vectortest"
 	"testing"
 
 	"omnishm/wire"
@@ -10,9 +11,9 @@ import (
 // FuzzUnmarshal: any input decodes or fails with ErrCorrupt, never panics,
 // and what decodes re-encodes to a value that decodes the same.
 func FuzzUnmarshal(f *testing.F) {
-	for _, c := range loadIndex(f) {
+	for _, c := range vectortest.LoadIndex(f) {
 		if c.Msgpack != "" {
-			f.Add(readVector(f, c.Msgpack))
+			f.Add(vectortest.Read(f, c.Msgpack))
 		}
 	}
 	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
@@ -32,7 +33,7 @@ func FuzzUnmarshal(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded value does not decode: %v", err)
 		}
-		if err := sameValue(back, v); err != nil {
+		if err := vectortest.SameValue(back, v); err != nil {
 			t.Fatalf("round trip changed the value: %v", err)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"omnishm/internal/vectortest"
 	"strings"
 	"testing"
 
@@ -150,7 +151,7 @@ func TestUnmarshalTypes(t *testing.T) {
 				}
 				return
 			}
-			if err := sameValue(got, c.want); err != nil {
+			if err := vectortest.SameValue(got, c.want); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -174,7 +175,7 @@ func TestUnmarshalNeverAliasesInput(t *testing.T) {
 	for i := range in {
 		in[i] = 0xff // the ring slot is reused
 	}
-	if err := sameValue(got, payload); err != nil {
+	if err := vectortest.SameValue(got, payload); err != nil {
 		t.Fatalf("decoded value changed with its input: %v", err)
 	}
 }

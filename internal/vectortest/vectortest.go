@@ -1,7 +1,8 @@
-package frame_test
-
-// Test helpers shared in spirit with wire's tests: vector loading, the JSON
-// form (SPEC §10) as expected values, and a content comparison of payloads.
+// Package vectortest loads the reference vectors made by the Python
+// implementation (testdata/vectors) for the codec tests: the index, the
+// bytes, the JSON form (SPEC §10) turned into expected values by a decoder
+// of its own (independent of package jsonform), and a content comparison.
+package vectortest
 
 import (
 	"bytes"
@@ -20,19 +21,21 @@ import (
 	"omnishm/wire"
 )
 
-const vectorDir = "../testdata/vectors"
+// Dir is the vector directory, relative to a top-level package of the
+// module (where go test runs that package's tests).
+const Dir = "../testdata/vectors"
 
-// vectorCase is one entry of index.json.
-type vectorCase struct {
+// Case is one entry of index.json.
+type Case struct {
 	Name    string
 	Msgpack string `json:"msgpack"`
 	Frame   string `json:"frame"`
 	JSON    string `json:"json"`
 }
 
-func loadIndex(t testing.TB) []vectorCase {
+func LoadIndex(t testing.TB) []Case {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(vectorDir, "index.json"))
+	raw, err := os.ReadFile(filepath.Join(Dir, "index.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +43,12 @@ func loadIndex(t testing.TB) []vectorCase {
 	if err := json.Unmarshal(raw, &idx); err != nil {
 		t.Fatal(err)
 	}
-	var cases []vectorCase
+	var cases []Case
 	for name, body := range idx {
 		if strings.HasPrefix(name, "_") {
 			continue
 		}
-		c := vectorCase{Name: name}
+		c := Case{Name: name}
 		if err := json.Unmarshal(body, &c); err != nil {
 			t.Fatal(err)
 		}
@@ -55,19 +58,19 @@ func loadIndex(t testing.TB) []vectorCase {
 	return cases
 }
 
-func readVector(t testing.TB, name string) []byte {
+func Read(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(vectorDir, name))
+	b, err := os.ReadFile(filepath.Join(Dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-// fromJSON turns SPEC §10's JSON form into the values Unmarshal yields.
+// FromJSON turns SPEC §10's JSON form into the values Unmarshal yields.
 // Floats spelled as the strings "NaN" and "Infinity" stay strings here;
-// sameValue accepts them for a float64.
-func fromJSON(t testing.TB, raw []byte) any {
+// SameValue accepts them for a float64.
+func FromJSON(t testing.TB, raw []byte) any {
 	t.Helper()
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
@@ -164,9 +167,9 @@ func jsonLeaf(kind string, body any) (any, bool, error) {
 	return nil, false, nil
 }
 
-// sameValue compares decoded payloads: leaves by content, floats by bits
+// SameValue compares decoded payloads: leaves by content, floats by bits
 // (NaN equal to NaN and to the JSON string "NaN"), maps in any order.
-func sameValue(got, want any) error {
+func SameValue(got, want any) error {
 	switch w := want.(type) {
 	case *tensor.Tensor:
 		g, ok := got.(*tensor.Tensor)
@@ -218,13 +221,13 @@ func sameValue(got, want any) error {
 			return fmt.Errorf("got %#v, want a list of %d", got, len(w))
 		}
 		for i := range w {
-			if err := sameValue(g[i], w[i]); err != nil {
+			if err := SameValue(g[i], w[i]); err != nil {
 				return fmt.Errorf("[%d]: %w", i, err)
 			}
 		}
 		return nil
 	case map[string]any:
-		g := asStringMap(got)
+		g := AsStringMap(got)
 		if g == nil || len(g) != len(w) {
 			return fmt.Errorf("got %#v, want a map of %d", got, len(w))
 		}
@@ -233,13 +236,13 @@ func sameValue(got, want any) error {
 			if !ok {
 				return fmt.Errorf("missing key %q", k)
 			}
-			if err := sameValue(gv, w[k]); err != nil {
+			if err := SameValue(gv, w[k]); err != nil {
 				return fmt.Errorf("[%q]: %w", k, err)
 			}
 		}
 		return nil
 	case wire.Map:
-		return sameValue(got, asStringMap(w))
+		return SameValue(got, AsStringMap(w))
 	case map[any]any:
 		g, ok := got.(map[any]any)
 		if !ok || len(g) != len(w) {
@@ -249,7 +252,7 @@ func sameValue(got, want any) error {
 			if f, ok := k.(float64); ok && math.IsNaN(f) {
 				continue // a NaN key cannot be looked up
 			}
-			if err := sameValue(g[k], wv); err != nil {
+			if err := SameValue(g[k], wv); err != nil {
 				return fmt.Errorf("[%v]: %w", k, err)
 			}
 		}
@@ -261,7 +264,7 @@ func sameValue(got, want any) error {
 	return nil
 }
 
-func asStringMap(v any) map[string]any {
+func AsStringMap(v any) map[string]any {
 	switch x := v.(type) {
 	case map[string]any:
 		return x
