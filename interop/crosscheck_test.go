@@ -2,9 +2,12 @@ package interop
 
 import (
 	"bytes"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"omnishm/connector"
@@ -243,4 +246,89 @@ func TestGoKeyThatIsNotUTF8NeverBreaksAPythonReceiver(t *testing.T) {
 		t.Fatal("Python missed the good key")
 	}
 	sender.Cleanup(bad)
+}
+
+// A Go and a Python receiver race for the same publications (Python from the
+// first key on, Go from the last back): the ring lock and done state, or the
+// per-key lock file, give each publication to exactly one of them.
+func TestCompetingReceiversClaimEachPublicationOnce(t *testing.T) {
+	const n = 150
+	for _, c := range []struct {
+		name      string
+		ringBytes int
+	}{{"ring", connector.DefaultRingBytes}, {"segments", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := shmtest.Scope(t)
+			sender := openConn(t, s, "0", c.ringBytes)
+			receiver := openConn(t, s, "1", c.ringBytes)
+			keys := make([]string, n)
+			want := map[string]any{}
+			for i := range keys {
+				keys[i] = shmtest.Key("race")
+				want[keys[i]] = wrapPayload(i)
+				_, d, err := sender.Put("0", "1", keys[i], want[keys[i]])
+				if err != nil || (d.HostRing != nil) != (c.ringBytes > 0) {
+					t.Fatalf("put %d: %v %v", i, d, err)
+				}
+			}
+			keyFile := filepath.Join(t.TempDir(), "keys")
+			if err := os.WriteFile(keyFile, []byte(strings.Join(keys, "\n")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"claimall", s, "0", "1", keyFile, "3"}
+			if c.ringBytes == 0 {
+				args = append(args, "--segments")
+			}
+			py := startPeer(t, args...)
+			if l := py.line(t); l != "ready" {
+				t.Fatal(l)
+			}
+			py.send(t, "go")
+			byGo := map[string]any{}
+			for range 3 {
+				for i := n - 1; i >= 0; i-- {
+					if _, done := byGo[keys[i]]; done {
+						continue
+					}
+					v, _, ok, err := receiver.Get("0", "1", keys[i], nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ok {
+						byGo[keys[i]] = v
+					}
+				}
+			}
+			var byPython map[string]received
+			if err := json.Unmarshal([]byte(py.line(t)), &byPython); err != nil {
+				t.Fatal(err)
+			}
+			py.exit(t)
+			t.Logf("Go claimed %d, Python %d of %d", len(byGo), len(byPython), n)
+			for key, r := range byPython {
+				if _, twice := byGo[key]; twice {
+					t.Fatalf("%s claimed by both receivers", key)
+				}
+				data, err := hex.DecodeString(r.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkTree(t, key, want[key], decodeReceived(t, &r, data))
+			}
+			for _, key := range keys {
+				if _, ok := byPython[key]; ok {
+					continue
+				}
+				v, ok := byGo[key]
+				if !ok {
+					// Both missed it (lock contention): it is still there.
+					var size int
+					if v, size, ok, _ = receiver.Get("0", "1", key, nil); !ok || size == 0 {
+						t.Fatalf("%s was claimed by neither receiver and is gone", key)
+					}
+				}
+				checkTree(t, key, want[key], v)
+			}
+		})
+	}
 }

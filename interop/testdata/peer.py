@@ -32,6 +32,11 @@ Payload bytes travel as hex; the Go side encodes and decodes them.
         builds use: "OMNIIPC1", big-endian u64 length and u32 CRC-32, payload.
     peer.py segget KEY [--timeout S]
         Claims the per-key segment (SPEC 6); prints {"size", "data"} or null.
+    peer.py claimall SCOPE FROM TO KEYFILE PASSES [--segments]
+        Prints "ready", waits for a line, then tries to claim every key of
+        KEYFILE (one per line) PASSES times over, through the ring (or the
+        per-key path with --segments), racing other receivers; prints one
+        JSON object {key: {"kind", "size", "data"}} of what it claimed.
     peer.py scan RINGFILE
         Lists the ready frames of a ring file with the seed's own
         _Channel.scan, without attaching to a producer: one JSON line per
@@ -314,6 +319,36 @@ def cmd_segget(args: list[str]) -> int:
     return 0
 
 
+def cmd_claimall(args: list[str]) -> int:
+    segments = "--segments" in args
+    scope, source, destination, path, passes = [arg for arg in args if arg != "--segments"]
+    with open(path) as file:
+        keys = [line.strip() for line in file if line.strip()]
+    ring = HostRingTransport(wake_dir_of(scope), _RING_BYTES)
+    claimed: dict[str, dict] = {}
+    try:
+        say("ready")
+        sys.stdin.readline()
+        for _ in range(int(passes)):
+            for key in keys:
+                if key in claimed:
+                    continue
+                if segments:
+                    data = claim_segment(key)
+                    if data is not None:
+                        claimed[key] = {"kind": 0, "size": len(data), "data": data.hex()}
+                    continue
+                result = ring.get(source, destination, key, None)
+                if result is not None:
+                    data, size = result
+                    kind = 1 if isinstance(data, TensorFrameBytes) else 0
+                    claimed[key] = {"kind": kind, "size": size, "data": bytes(data).hex()}
+    finally:
+        ring.close()
+    say(claimed)
+    return 0
+
+
 def cmd_scan(args: list[str]) -> int:
     (path,) = args
     with open(path, "rb") as file:
@@ -340,6 +375,7 @@ def main(argv: list[str]) -> int:
         "put": cmd_put,
         "get": cmd_get,
         "serve": cmd_serve,
+        "claimall": cmd_claimall,
         "segput": cmd_segput,
         "segget": cmd_segget,
         "scan": cmd_scan,
