@@ -226,12 +226,13 @@ func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
 	if ceiling <= 0 {
 		ceiling = defaultPollInterval
 	}
-	backoff := min(100*time.Microsecond, ceiling)
+	if c.waiter == nil {
+		return c.recvPolling(ctx, from, key, ceiling)
+	}
+	// Note the generation before each Get: a put after the Get moves it, so
+	// the Wait that follows cannot sleep through that put's wakeup.
+	gen := c.waiter.Generation()
 	for {
-		var gen uint64
-		if c.waiter != nil {
-			gen = c.waiter.Generation()
-		}
 		v, size, ok, err := c.Get(from, c.opts.StageID, key, nil)
 		if err != nil || ok {
 			return v, size, err
@@ -239,16 +240,32 @@ func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
 		}
-		if c.waiter != nil {
+		var woken bool
+		if ctx.Done() == nil {
+			// No cancellation to watch: a plain timeout costs no timer.
+			gen, woken = c.waiter.WaitForChange(gen, ceiling)
+		} else {
 			wctx, cancel := context.WithTimeout(ctx, ceiling)
-			_, err := c.waiter.Wait(wctx, gen)
+			var werr error
+			gen, werr = c.waiter.Wait(wctx, gen)
 			cancel()
-			if err == nil {
-				// Woken by a put: a producer new to this edge may have
-				// registered just before it, ahead of the ring's watcher.
-				c.ring.Refresh()
-			}
-			continue
+			woken = werr == nil
+		}
+		if woken {
+			// Woken by a put: a producer new to this edge may have
+			// registered just before it, ahead of the ring's watcher.
+			c.ring.Refresh()
+		}
+	}
+}
+
+// recvPolling is Recv without a wakeup FIFO: poll with a bounded backoff.
+func (c *SHM) recvPolling(ctx context.Context, from, key string, ceiling time.Duration) (any, int, error) {
+	backoff := min(100*time.Microsecond, ceiling)
+	for {
+		v, size, ok, err := c.Get(from, c.opts.StageID, key, nil)
+		if err != nil || ok {
+			return v, size, err
 		}
 		t := time.NewTimer(backoff)
 		select {
