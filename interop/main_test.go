@@ -240,14 +240,15 @@ func waitAbsent(t *testing.T, what string, paths ...string) {
 // died without close leaves in scope s: markers, the ring directory and
 // rings (`omnishm prune` does this in a deployment).
 func removeScopeAfterCrash(t *testing.T, s string) {
-	t.Cleanup(func() {
-		n := scope.New(s)
-		os.RemoveAll(n.RingDir())
-		rings, _ := filepath.Glob(filepath.Join(scope.ShmDir, n.RingPrefix()+"*"))
-		for _, r := range rings {
-			os.Remove(r)
-		}
-	})
+	t.Cleanup(func() { removeNames(scope.New(s)) })
+}
+
+func removeNames(n scope.Names) {
+	os.RemoveAll(n.RingDir())
+	rings, _ := filepath.Glob(filepath.Join(scope.ShmDir, n.RingPrefix()+"*"))
+	for _, r := range rings {
+		os.Remove(r)
+	}
 }
 
 // markers lists the marker files of scope s.

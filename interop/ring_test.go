@@ -2,6 +2,8 @@ package interop
 
 import (
 	"encoding/json"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -289,4 +291,28 @@ func TestKilledGoProducer(t *testing.T) {
 	// the then empty ring directory.
 	absent(t, scope.New(s).RingDir())
 	waitAbsent(t, "the watchdog to remove the killed producer's ring", shmPath(deadDesc.HostRing.Name))
+}
+
+// Without a wakeup scope both implementations key their names by the parent
+// pid (SPEC §2): a Go producer and a Python receiver started by the same
+// parent (this test) meet in the same ring directory.
+func TestNoScopeMeansTheParentPid(t *testing.T) {
+	names := scope.ForUID(os.Getuid(), "", os.Getpid())
+	t.Cleanup(func() { removeNames(names) })
+	key := shmtest.Key("noscope")
+	p := shmtest.Start(t, "goproducer", "", key)
+	d := descriptor(t, p.Line(t, wait), key)
+	if d.HostRing == nil || !strings.HasPrefix(d.HostRing.Name, names.RingPrefix()) {
+		t.Fatalf("descriptor %v, want a ring named %s...", d, names.RingPrefix())
+	}
+	r, data := pyGet(t, "@none", key, "", "10")
+	if r == nil {
+		t.Fatal("the Python receiver without a scope missed the Go producer without one")
+	}
+	checkTree(t, key, tensorPayload(0), decodeReceived(t, r, data))
+	p.Send(t, "close")
+	if err := p.Wait(t, wait); err != nil {
+		t.Fatal(err)
+	}
+	absent(t, shmPath(d.HostRing.Name), names.RingDir())
 }

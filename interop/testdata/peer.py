@@ -102,7 +102,14 @@ _RING_BYTES = 4 << 20
 
 
 def wake_dir_of(scope: str | None) -> str:
-    """SPEC 2: W, whose path string names the ring directory (H(W))."""
+    """SPEC 2: W, whose path string names the ring directory (H(W)).
+
+    The command line's SCOPE "@none" stands for no wakeup_scope (None): W is
+    then keyed by the parent pid. Any other string, even "", is a scope, as
+    in the connector (`scope is not None`).
+    """
+    if scope == "@none":
+        scope = None
     if scope is None:
         return f"/dev/shm/omni_shm_wake_{os.getuid()}_{os.getppid()}"
     return f"/dev/shm/omni_shm_wake_{os.getuid()}_{hashlib.sha256(scope.encode()).hexdigest()[:24]}"
