@@ -27,11 +27,14 @@ type Options struct {
 	// arrives (wakeups are hints; a lost one only costs this much latency).
 	// Zero means 50ms.
 	PollInterval time.Duration
+	// Spin is how long Recv keeps polling the rings (no system call per
+	// poll) after a miss before it sleeps on its FIFO. Zero never spins.
+	Spin time.Duration
 	// Logger receives the one-per-edge fallback warnings; nil means slog.Default().
 	Logger *slog.Logger
 }
 
 // DefaultOptions returns the SPEC defaults: a 4 MiB ring, wakeups on.
 func DefaultOptions() Options {
-	return Options{HostRingBytes: DefaultRingBytes, Wakeups: true}
+	return Options{HostRingBytes: DefaultRingBytes, Wakeups: true, Spin: 50 * time.Microsecond}
 }

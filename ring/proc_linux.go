@@ -87,3 +87,16 @@ func pidfdExited(fd int) bool {
 		return err == nil && n > 0 && fds[0].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) != 0
 	}
 }
+
+// self is this process's identity, to tell our own rings from a peer's.
+var self = func() struct {
+	pid   int
+	start uint64
+} {
+	pid := os.Getpid()
+	start, _ := StartTime(pid)
+	return struct {
+		pid   int
+		start uint64
+	}{pid, start}
+}()
