@@ -226,12 +226,8 @@ func TestQuarterCapacityBoundary(t *testing.T) {
 // UnicodeDecodeError in every Python receiver that scans it. So either the
 // Go Put refuses such a key, or it keeps it out of the ring.
 //
-// Known incompatibility: the Go connector currently writes the key's raw
-// bytes into the ring. Set OMNISHM_INTEROP_KNOWN_ISSUES=1 to run this test.
+// segment.CheckKey refuses such keys, so they never reach a ring.
 func TestGoKeyThatIsNotUTF8NeverBreaksAPythonReceiver(t *testing.T) {
-	if os.Getenv("OMNISHM_INTEROP_KNOWN_ISSUES") == "" {
-		t.Skip("known incompatibility: connector.Put writes non-UTF-8 keys into ring frames; set OMNISHM_INTEROP_KNOWN_ISSUES=1")
-	}
 	s := shmtest.Scope(t)
 	sender := openConn(t, s, "0", connector.DefaultRingBytes)
 	bad, good := shmtest.Key("bad")+"\xff", shmtest.Key("good")

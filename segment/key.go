@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // DefaultDir is where POSIX shared memory lives on Linux; shm_open("/key")
@@ -29,7 +30,8 @@ var ErrBadKey = errors.New("segment: bad key")
 
 // CheckKey reports whether key can name a segment and its lock file: SPEC §1
 // rejects keys that are empty, contain '/' or NUL, are "." or "..", or are
-// longer than a file name may be. The lock file name is 18 bytes longer than
+// longer than a file name may be; keys must also be UTF-8, as the Python
+// side's are. The lock file name is 18 bytes longer than
 // the key, so keys over 237 bytes are rejected too.
 func CheckKey(key string) error {
 	var why string
@@ -42,6 +44,10 @@ func CheckKey(key string) error {
 		why = "contains '/'"
 	case strings.IndexByte(key, 0) >= 0:
 		why = "contains NUL"
+	case !utf8.ValidString(key):
+		// Python peers decode ring keys strictly as UTF-8 (SPEC §3) and
+		// name segments with str keys: other bytes would break them.
+		why = "is not valid UTF-8"
 	case len(key) > nameMax:
 		why = fmt.Sprintf("is %d bytes, over %d", len(key), nameMax)
 	case len(lockPrefix)+len(key)+len(lockSuffix) > nameMax:

@@ -162,6 +162,8 @@ func TestCheckKey(t *testing.T) {
 		{"../etc/passwd", false},
 		{"/abs", false},
 		{"nul\x00byte", false},
+		{"not-utf8-\xff", false},
+		{"ünïcode-κλειδί", true},
 		{strings.Repeat("k", 238), false}, // lock file name would be 256 bytes
 		{strings.Repeat("k", 256), false},
 	}
