@@ -15,31 +15,26 @@ import (
 	"omnishm/scope"
 )
 
-// The seed's own shm_ring.py, run by python3, is the peer of these tests
-// when both are available (OMNISHM_SEED names the seed file).
+// The seed's own shm_ring.py, run by python3, is the peer of these tests.
+// The interop package keeps the verbatim copy; its imports point at that
+// package's shims, so they are turned back into the seed's here.
 func seedRing(t *testing.T) string {
-	path := os.Getenv("OMNISHM_SEED")
-	if path == "" {
-		path = "/work/shared/seed/000_7f37ef3b70f9d6d4.txt"
-	}
-	seed, err := os.ReadFile(path)
-	if err != nil {
-		t.Skipf("seed not available: %v", err)
-	}
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not available")
 	}
-	const file = "vllm_omni/distributed/omni_connectors/connectors/shm_ring.py\n"
-	i := strings.Index(string(seed), file)
-	if i < 0 {
-		t.Skip("shm_ring.py not in the seed")
+	peer, err := os.ReadFile("../interop/testdata/shm_ring_peer.py")
+	if err != nil {
+		t.Fatal(err)
 	}
 	var src strings.Builder
-	for _, line := range strings.Split(string(seed[i+len(file):]), "\n")[2:] {
-		if !strings.HasPrefix(line, "+") {
-			break
+	for _, line := range strings.Split(string(peer), "\n") {
+		switch {
+		case strings.HasPrefix(line, "from peer import get_connector_logger"):
+			line = "from ..utils.logging import get_connector_logger"
+		case strings.HasPrefix(line, "from peer import TensorFrame"):
+			line = "from ..utils.tensor_frame import TensorFrame, read_tensor_frame"
 		}
-		src.WriteString(line[1:] + "\n")
+		src.WriteString(line + "\n")
 	}
 	dir := t.TempDir()
 	pkg := filepath.Join(dir, "omni")
