@@ -16,12 +16,20 @@ import (
 	"omnishm/wire"
 )
 
-const seedFile = "/work/shared/seed/000_7f37ef3b70f9d6d4.txt"
+// seedFiles are where the project's shared folder (the seed) may be: beside
+// the repository, as CI lays it, or at the workspace's path.
+var seedFiles = []string{"../../shared/seed/000_7f37ef3b70f9d6d4.txt", "/work/shared/seed/000_7f37ef3b70f9d6d4.txt"}
 
 // The peer runs the seed's shm_ring.py: testdata/shm_ring_peer.py must be it,
 // byte for byte, apart from the added comment line and its two imports.
 func TestPeerIsTheSeedsCode(t *testing.T) {
-	seed, err := os.ReadFile(seedFile)
+	var seed []byte
+	var err error
+	for _, f := range seedFiles {
+		if seed, err = os.ReadFile(f); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		t.Skipf("seed not available: %v", err)
 	}
