@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"context"
 	"errors"
 	"os"
 	"slices"
@@ -477,6 +478,19 @@ func TestGetWithPastDeadlineMisses(t *testing.T) {
 	}
 	if _, _, ok, _ := receiver.GetWithDeadline("0", "1", "late", nil, time.Now().Add(time.Minute)); !ok {
 		t.Fatal("the publication was lost by the missed deadline")
+	}
+}
+
+func TestGetContextMissesOnceDone(t *testing.T) {
+	sender, receiver := openEdge(t, 4096)
+	mustPut(t, sender, "0", "1", "ctx", codes(3, 0))
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, ok, err := receiver.GetContext(done, "0", "1", "ctx", nil); ok || err != nil {
+		t.Fatalf("done ctx: ok=%v err=%v", ok, err)
+	}
+	if _, _, ok, _ := receiver.GetContext(context.Background(), "0", "1", "ctx", nil); !ok {
+		t.Fatal("the publication was lost by the cancelled get")
 	}
 }
 

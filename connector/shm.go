@@ -215,6 +215,15 @@ func (c *SHM) GetWithDeadline(from, to, key string, desc *Descriptor, deadline t
 	return c.Get(from, to, key, desc)
 }
 
+// GetContext implements Transport: once ctx is done it misses without
+// touching shared memory; like Get it never waits on another process's lock.
+func (c *SHM) GetContext(ctx context.Context, from, to, key string, desc *Descriptor) (any, int, bool, error) {
+	if ctx.Err() != nil {
+		return nil, 0, false, nil
+	}
+	return c.Get(from, to, key, desc)
+}
+
 // defaultPollInterval bounds the sleep between polls when no wakeup
 // arrives: a producer without wakeups (or a lost hint) is still read.
 const defaultPollInterval = 50 * time.Millisecond

@@ -23,6 +23,8 @@ type Transport interface {
 	// GetWithDeadline is Get that returns a miss once deadline has passed and
 	// never waits on a lock held by another process.
 	GetWithDeadline(from, to, key string, desc *Descriptor, deadline time.Time) (payload any, size int, ok bool, err error)
+	// GetContext is GetWithDeadline for a context: a done ctx is a miss.
+	GetContext(ctx context.Context, from, to, key string, desc *Descriptor) (payload any, size int, ok bool, err error)
 	// Cleanup retires key on every path and reports whether anything was retired.
 	Cleanup(key string) bool
 	// CleanupPrefix retires the keys prefix+decimal digits and returns how many.

@@ -52,6 +52,10 @@ func (m *memTransport) GetWithDeadline(from, to, key string, desc *connector.Des
 	return m.Get(from, to, key, desc)
 }
 
+func (m *memTransport) GetContext(_ context.Context, from, to, key string, desc *connector.Descriptor) (any, int, bool, error) {
+	return m.Get(from, to, key, desc)
+}
+
 func (m *memTransport) Recv(ctx context.Context, from, key string) (any, int, error) {
 	for {
 		m.mu.Lock()
