@@ -525,3 +525,32 @@ func sortedKeys(m map[string]any) []string {
 }
 
 func itoa(i int) string { return strconvItoa(i) }
+
+// A tensor tree whose frame is too large for the ring but whose plain form
+// fits goes through the ring as kind-0 bytes, as the seed does (SPEC §9).
+func TestPlainFormTakesTheRingWhenTheFrameDoesNotFit(t *testing.T) {
+	sender, receiver := openEdge(t, 4096)
+	key := "plain-fits"
+	limit := sender.ring.MaxPayload(key)
+	var payload map[string]any
+	for n := 1; n < 256 && payload == nil; n++ {
+		p := codes(n, 0)
+		_, ferr := frame.Prepare(p, limit)
+		plain, _ := wire.Marshal(p)
+		if errors.Is(ferr, frame.ErrTooLarge) && len(plain) <= limit {
+			payload = p
+		}
+	}
+	if payload == nil {
+		t.Fatal("no tensor size between the frame limit and the plain limit")
+	}
+	d := mustPut(t, sender, "0", "1", key, payload)
+	if d.HostRing == nil {
+		t.Fatalf("took %v, want the ring", d)
+	}
+	got := int64s(t, mustGet(t, receiver, "0", "1", key, &d).(map[string]any)["codes"])
+	want := int64s(t, payload["codes"])
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d values, want %d", len(got), len(want))
+	}
+}

@@ -94,44 +94,22 @@ func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 	if err := segment.CheckKey(key); err != nil {
 		return 0, Descriptor{}, err
 	}
-	var plain []byte // the kind-0 bytes, once known
+	var plain []byte // the kind-0 bytes, once made
 	if c.ring.Capacity() > 0 && scope.IsNumeric(from) && scope.IsNumeric(to) {
-		p, err := frame.Prepare(payload, c.ring.MaxPayload(key))
-		switch {
-		case err == nil:
-			kind := ring.KindBytes
-			if p.Tensors() {
-				kind = ring.KindTensors
-			}
-			var writeErr error
-			d, ok, err := c.ring.Put(from, to, key, kind, p.Size(), func(dst []byte) { writeErr = p.Write(dst) })
-			if err == nil && writeErr != nil {
-				// Only a payload mutated during Put gets here: withdraw the frame.
-				c.ring.Cancel(key)
-				err = writeErr
-			}
-			if err != nil {
-				return 0, Descriptor{}, fmt.Errorf("connector: put %q: %w", key, err)
-			}
-			if ok {
-				// A previous version of the key may sit in a segment (SPEC §9).
-				if c.segments.Pending(key) {
-					c.segments.Cleanup(key)
-				}
-				c.published(to, d.Size)
-				c.ringPuts.Add(1)
-				return d.Size, Descriptor{HostRing: &RingHandle{Name: d.Name, Position: d.Position, Size: d.Size}, Size: d.Size}, nil
-			}
-			if !p.Tensors() {
-				plain = make([]byte, p.Size())
-				if err := p.Write(plain); err != nil {
-					return 0, Descriptor{}, fmt.Errorf("connector: put %q: %w", key, err)
-				}
-			}
-		case errors.Is(err, frame.ErrTooLarge):
-		default:
+		d, ok, b, err := c.putRing(from, to, key, payload)
+		if err != nil {
 			return 0, Descriptor{}, fmt.Errorf("connector: put %q: %w", key, err)
 		}
+		if ok {
+			// A previous version of the key may sit in a segment (SPEC §9).
+			if c.segments.Pending(key) {
+				c.segments.Cleanup(key)
+			}
+			c.published(to, d.Size)
+			c.ringPuts.Add(1)
+			return d.Size, Descriptor{HostRing: &RingHandle{Name: d.Name, Position: d.Position, Size: d.Size}, Size: d.Size}, nil
+		}
+		plain = b
 	}
 	c.ringFallbacks.Add(1)
 	if plain == nil {
@@ -148,6 +126,54 @@ func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 	c.ring.Cancel(key)
 	c.published(to, d.Size)
 	return d.Size, Descriptor{Shm: &ShmHandle{Name: d.Name, Size: d.Size}, Size: d.Size}, nil
+}
+
+// putRing offers the payload to the edge's ring as the seed does (SPEC §9):
+// a tensor frame when it has tensors and the frame fits, else its kind-0
+// bytes. ok=false is a refusal; plain then holds the kind-0 bytes if they
+// were made, for the per-key path to reuse.
+func (c *SHM) putRing(from, to, key string, payload any) (d ring.Descriptor, ok bool, plain []byte, err error) {
+	limit := c.ring.MaxPayload(key)
+	p, err := frame.Prepare(payload, limit)
+	switch {
+	case err == nil && p.Tensors():
+		d, ok, err = c.writeRing(from, to, key, ring.KindTensors, p.Size(), p.Write)
+		return d, ok, nil, err
+	case err == nil: // no tensors: the prepared bytes are the kind-0 form
+		plain = make([]byte, p.Size())
+		if err := p.Write(plain); err != nil {
+			return d, false, nil, err
+		}
+	case errors.Is(err, frame.ErrTooLarge):
+		// The plain form may still fit (no frame header, no alignment), and
+		// the per-key path needs it anyway.
+		if plain, err = wire.Marshal(payload); err != nil {
+			return d, false, nil, err
+		}
+	default:
+		return d, false, nil, err
+	}
+	if len(plain) > limit {
+		return d, false, plain, nil
+	}
+	d, ok, err = c.writeRing(from, to, key, ring.KindBytes, len(plain), func(dst []byte) error {
+		copy(dst, plain)
+		return nil
+	})
+	return d, ok, plain, err
+}
+
+// writeRing puts a frame whose bytes write produces straight into ring
+// memory; a write that fails (only a payload mutated during Put) withdraws
+// the frame.
+func (c *SHM) writeRing(from, to, key string, kind ring.Kind, size int, write func([]byte) error) (ring.Descriptor, bool, error) {
+	var writeErr error
+	d, ok, err := c.ring.Put(from, to, key, kind, size, func(dst []byte) { writeErr = write(dst) })
+	if err == nil && writeErr != nil {
+		c.ring.Cancel(key)
+		return d, false, writeErr
+	}
+	return d, ok, err
 }
 
 func (c *SHM) published(to string, size int) {
