@@ -189,35 +189,6 @@ func TestRacy(t *testing.T) {
 	}
 }
 
-func TestLost(t *testing.T) {
-	event := func(mask uint32, nameLen uint32) []byte {
-		b := make([]byte, unix.SizeofInotifyEvent+int(nameLen))
-		putU32 := func(off int, v uint32) {
-			b[off], b[off+1], b[off+2], b[off+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
-		}
-		putU32(4, mask)
-		putU32(12, nameLen)
-		return b
-	}
-	cases := []struct {
-		name   string
-		events []byte
-		want   bool
-	}{
-		{"create", event(unix.IN_CREATE, 16), false},
-		{"create then delete self", append(event(unix.IN_CREATE, 16), event(unix.IN_DELETE_SELF, 0)...), true},
-		{"ignored", event(unix.IN_IGNORED, 0), true},
-		{"overflow", event(unix.IN_Q_OVERFLOW, 0), true},
-		{"truncated", event(unix.IN_CREATE, 16)[:10], false},
-		{"empty", nil, false},
-	}
-	for _, c := range cases {
-		if got := lost(c.events); got != c.want {
-			t.Errorf("%s: lost = %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
 func TestCrossProcessWake(t *testing.T) {
 	t.Run("parent notifies child receiver", func(t *testing.T) {
 		dir := wakeDir(t)
@@ -378,8 +349,8 @@ func TestCloseRemovesFIFOAndEmptyDir(t *testing.T) {
 // neverChanged pretends the directory never changes, to observe the cache.
 type neverChanged struct{}
 
-func (neverChanged) changed() bool { return false }
-func (neverChanged) close()        {}
+func (neverChanged) changed(bool) bool { return false }
+func (neverChanged) close()            {}
 
 func TestNotifierCache(t *testing.T) {
 	dir := wakeDir(t)

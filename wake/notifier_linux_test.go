@@ -1,0 +1,319 @@
+package wake
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"omnishm/internal/shmtest"
+)
+
+// event encodes one inotify event as the kernel does, the name NUL-padded.
+func event(wd int32, mask uint32, name string) []byte {
+	size := 0
+	if name != "" {
+		size = (len(name) + 1 + 15) &^ 15
+	}
+	b := make([]byte, unix.SizeofInotifyEvent+size)
+	binary.NativeEndian.PutUint32(b[0:4], uint32(wd))
+	binary.NativeEndian.PutUint32(b[4:8], mask)
+	binary.NativeEndian.PutUint32(b[12:16], uint32(size))
+	copy(b[unix.SizeofInotifyEvent:], name)
+	return b
+}
+
+func TestDirEvents(t *testing.T) {
+	cases := []struct {
+		name          string
+		events        []byte
+		changed, lost bool
+	}{
+		{"create", event(1, unix.IN_CREATE, "1_ab"), true, false},
+		{"create then delete self", slices.Concat(event(1, unix.IN_CREATE, "1_ab"), event(1, unix.IN_DELETE_SELF, "")), true, true},
+		{"ignored", event(1, unix.IN_IGNORED, ""), true, true},
+		{"overflow of any watch", event(-1, unix.IN_Q_OVERFLOW, ""), true, true},
+		{"stale watch", slices.Concat(event(2, unix.IN_CREATE, "x"), event(2, unix.IN_IGNORED, "")), false, false},
+		{"stale then current", slices.Concat(event(2, unix.IN_IGNORED, ""), event(1, unix.IN_DELETE, "1_ab")), true, false},
+		{"truncated", event(1, unix.IN_CREATE, "1_ab")[:10], false, false},
+		{"name cut short", event(1, unix.IN_CREATE, "1_ab")[:20], false, false},
+		{"empty", nil, false, false},
+	}
+	for _, c := range cases {
+		changed, lost := dirEvents(c.events, 1)
+		if changed != c.changed || lost != c.lost {
+			t.Errorf("%s: dirEvents = %v, %v; want %v, %v", c.name, changed, lost, c.changed, c.lost)
+		}
+	}
+}
+
+func TestParentEvents(t *testing.T) {
+	const base = "omni_shm_wake_1000_abc"
+	cases := []struct {
+		name        string
+		events      []byte
+		maybe, gone bool
+	}{
+		{"directory created", event(3, unix.IN_CREATE|unix.IN_ISDIR, base), true, false},
+		{"directory moved in", event(3, unix.IN_MOVED_TO|unix.IN_ISDIR, base), true, false},
+		{"other names", slices.Concat(event(3, unix.IN_CREATE, "omni_shm_ring_v1_x"), event(3, unix.IN_CREATE, base+"x"), event(3, unix.IN_CREATE, base[:5])), false, false},
+		{"other then ours", slices.Concat(event(3, unix.IN_CREATE, "psm_1"), event(3, unix.IN_CREATE|unix.IN_ISDIR, base)), true, false},
+		{"stale watch", event(2, unix.IN_CREATE, base), false, false},
+		{"overflow", event(-1, unix.IN_Q_OVERFLOW, ""), true, false},
+		{"watch gone", event(3, unix.IN_IGNORED, ""), true, true},
+		{"empty", nil, false, false},
+	}
+	for _, c := range cases {
+		maybe, gone := parentEvents(c.events, 3, base)
+		if maybe != c.maybe || gone != c.gone {
+			t.Errorf("%s: parentEvents = %v, %v; want %v, %v", c.name, maybe, gone, c.maybe, c.gone)
+		}
+	}
+}
+
+// inotifyOf returns n's inotify watcher, or skips where there is none.
+func inotifyOf(t testing.TB, n *Notifier) *inotifyWatch {
+	w, ok := n.watch.(*inotifyWatch)
+	if !ok || w.stat != nil {
+		t.Skip("inotify unavailable")
+	}
+	return w
+}
+
+// notifyCost is what the Notifier spent on change detection and scans.
+type notifyCost struct{ checks, lookups, scans int }
+
+func costOf(n *Notifier, w *inotifyWatch) notifyCost {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return notifyCost{w.checks, w.lookups, n.scans}
+}
+
+// With a receiver cached and the directory unchanged, Notify makes no system
+// call besides the FIFO write: nothing to detect changes, no scan.
+func TestNotifyUnchangedNoSyscalls(t *testing.T) {
+	dir := wakeDir(t)
+	r := openReceiver(t, dir, "1")
+	n := newNotifier(t, dir)
+	w := inotifyOf(t, n)
+	n.Notify("1") // watches and scans; FIFO writes queue no events
+	before := costOf(n, w)
+	const puts = 100
+	for range puts {
+		n.Notify("1")
+	}
+	if got := costOf(n, w); got != before {
+		t.Fatalf("%d notifies of an unchanged directory cost %+v, want %+v", puts, got, before)
+	}
+	if got := r.Generation(); got != puts+1 {
+		t.Fatalf("receiver saw %d wakeups, want %d", got, puts+1)
+	}
+}
+
+// A stage without a FIFO pays one read per Notify (the synchronous check
+// that finds a receiver created just before the put), and no lookup.
+func TestNotifyEmptyStageOneRead(t *testing.T) {
+	dir := wakeDir(t)
+	openReceiver(t, dir, "2")
+	n := newNotifier(t, dir)
+	w := inotifyOf(t, n)
+	n.Notify("1")
+	before := costOf(n, w)
+	const puts = 100
+	for range puts {
+		n.Notify("1")
+	}
+	want := before
+	want.checks += puts
+	if got := costOf(n, w); got != want {
+		t.Fatalf("%d notifies of an empty stage cost %+v, want %+v", puts, got, want)
+	}
+}
+
+// Without a wake directory, Notify looks up no path after the first call
+// (it reads the parent's queue instead), and still finds the directory and
+// FIFO a receiver creates before the next put.
+func TestNotifyAbsentDirNoLookups(t *testing.T) {
+	dir := wakeDir(t)
+	n := newNotifier(t, dir)
+	w := inotifyOf(t, n)
+	n.Notify("1")
+	if w.state != absent {
+		t.Fatalf("state %d, want absent", w.state)
+	}
+	before := costOf(n, w)
+	const puts = 100
+	for range puts {
+		n.Notify("1")
+	}
+	got := costOf(n, w)
+	if got.lookups != before.lookups || got.scans != before.scans {
+		t.Fatalf("%d notifies without a directory cost %+v, after %+v: lookups or scans", puts, got, before)
+	}
+	if exists(dir) {
+		t.Fatal("Notify created the wake directory")
+	}
+	r := openReceiver(t, dir, "1")
+	n.Notify("1")
+	if now, changed := r.WaitForChange(0, patience); !changed || now != 1 {
+		t.Fatalf("receiver of a new directory: %d, %v", now, changed)
+	}
+	if w.state != watching || w.pwd != -1 {
+		t.Fatalf("state %d, parent watch %d; want watching, none", w.state, w.pwd)
+	}
+}
+
+// A second receiver of a stage that already has one is found without any
+// synchronous check: the reader goroutine reports the change.
+func TestReaderFindsReplica(t *testing.T) {
+	dir := wakeDir(t)
+	openReceiver(t, dir, "1")
+	n := newNotifier(t, dir)
+	w := inotifyOf(t, n)
+	n.Notify("1")
+	before := costOf(n, w)
+	replica := openReceiver(t, dir, "1")
+	shmtest.Eventually(t, patience, "the replica to be woken", func() bool {
+		n.Notify("1")
+		return replica.Generation() > 0
+	})
+	// The replica's mkfifo and rename may reach the reader apart: one scan
+	// or two.
+	got := costOf(n, w)
+	if got.checks != before.checks || got.scans == before.scans {
+		t.Fatalf("finding the replica cost %+v after %+v; want no check and a scan", got, before)
+	}
+}
+
+// changeOnDemand reports a change only to a synchronous check, once armed.
+type changeOnDemand struct{ armed bool }
+
+func (c *changeOnDemand) changed(now bool) bool {
+	if now && c.armed {
+		c.armed = false
+		return true
+	}
+	return false
+}
+func (*changeOnDemand) close() {}
+
+// When the last cached FIFO of a stage reports its reader gone, the same
+// Notify checks synchronously and wakes the receiver that replaced it.
+func TestReplacedReceiverWokenBySamePut(t *testing.T) {
+	dir := wakeDir(t)
+	old := openReceiver(t, dir, "1")
+	n := newNotifier(t, dir)
+	n.watch.close()
+	c := &changeOnDemand{}
+	n.watch = c
+	n.Notify("1") // the first notify of a stage always scans
+	old.Close()
+	r := openReceiver(t, dir, "1")
+	c.armed = true
+	n.Notify("1")
+	if now, changed := r.WaitForChange(0, patience); !changed || now != 1 {
+		t.Fatalf("replacement: %d, %v", now, changed)
+	}
+	if c.armed {
+		t.Fatal("no synchronous check after the last reader left")
+	}
+}
+
+// Close stops the reader goroutine before it returns.
+func TestNotifierCloseStopsReader(t *testing.T) {
+	base := runtime.NumGoroutine()
+	dir := wakeDir(t)
+	openReceiver(t, dir, "1")
+	var ws []*inotifyWatch
+	var ns []*Notifier
+	for range 10 {
+		n := NewNotifier(dir)
+		ws = append(ws, inotifyOf(t, n))
+		ns = append(ns, n)
+		n.Notify("1")
+	}
+	if got := runtime.NumGoroutine(); got < base+len(ns) {
+		t.Fatalf("%d goroutines with %d notifiers, from %d", got, len(ns), base)
+	}
+	for i, n := range ns {
+		n.Close()
+		select {
+		case <-ws[i].done:
+		default:
+			t.Fatalf("notifier %d: reader still running after Close", i)
+		}
+		n.Close() // idempotent
+	}
+	shmtest.Eventually(t, patience, "reader goroutines to exit", func() bool {
+		return runtime.NumGoroutine() <= base
+	})
+}
+
+// BenchmarkDetectLatency measures the window of asynchronous detection: from
+// a FIFO's creation to the reader goroutine advancing the epoch.
+func BenchmarkDetectLatency(b *testing.B) {
+	dir := wakeDir(b)
+	openReceiver(b, dir, "2")
+	n := newNotifier(b, dir)
+	w := inotifyOf(b, n)
+	n.Notify("1")
+	path := filepath.Join(dir, "1_latency")
+	defer os.Remove(path)
+	var lat []time.Duration
+	for b.Loop() {
+		for _, mk := range []func() error{
+			func() error { return unix.Mkfifo(path, fifoMode) },
+			func() error { return unix.Unlink(path) },
+		} {
+			e := w.epoch.Load()
+			start := time.Now()
+			if err := mk(); err != nil {
+				b.Fatal(err)
+			}
+			for w.epoch.Load() == e {
+				runtime.Gosched()
+			}
+			lat = append(lat, time.Since(start))
+		}
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+	b.ReportMetric(float64(lat[len(lat)-1].Nanoseconds()), "max-ns")
+}
+
+// BenchmarkNotifyCost is the producer's cost per put for each state of the
+// destination: one receiver (in this process, so its FIFO fills and the
+// write fails with EAGAIN, which costs as much as a write that lands), a
+// wake directory without a FIFO of the stage, and no wake directory (no
+// receiver in the scope: a pure producer).
+func BenchmarkNotifyCost(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		setup func(b *testing.B, dir string)
+	}{
+		{"1-receiver", func(b *testing.B, dir string) { openReceiver(b, dir, "1") }},
+		{"0-receivers", func(b *testing.B, dir string) { openReceiver(b, dir, "2") }},
+		{"absent-dir", func(*testing.B, string) {}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			dir := wakeDir(b)
+			c.setup(b, dir)
+			n := newNotifier(b, dir)
+			n.Notify("1")
+			b.ReportAllocs()
+			r0, w0 := syscallCounts(b)
+			for b.Loop() {
+				n.Notify("1")
+			}
+			r1, w1 := syscallCounts(b)
+			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
+			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+		})
+	}
+}
