@@ -317,3 +317,54 @@ func BenchmarkNotifyCost(b *testing.B) {
 		})
 	}
 }
+
+// TestLost is the earlier lost() test, kept against dirEvents (watch 0).
+func TestLost(t *testing.T) {
+	event := func(mask uint32, nameLen uint32) []byte {
+		b := make([]byte, unix.SizeofInotifyEvent+int(nameLen))
+		putU32 := func(off int, v uint32) {
+			b[off], b[off+1], b[off+2], b[off+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+		}
+		putU32(4, mask)
+		putU32(12, nameLen)
+		return b
+	}
+	cases := []struct {
+		name   string
+		events []byte
+		want   bool
+	}{
+		{"create", event(unix.IN_CREATE, 16), false},
+		{"create then delete self", append(event(unix.IN_CREATE, 16), event(unix.IN_DELETE_SELF, 0)...), true},
+		{"ignored", event(unix.IN_IGNORED, 0), true},
+		{"overflow", event(unix.IN_Q_OVERFLOW, 0), true},
+		{"truncated", event(unix.IN_CREATE, 16)[:10], false},
+		{"empty", nil, false},
+	}
+	for _, c := range cases {
+		if _, got := dirEvents(c.events, 0); got != c.want {
+			t.Errorf("%s: lost = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// Where the reader cannot run (its instance is not pollable), every Notify
+// checks the queue itself, as before the reader existed.
+func TestDeadReaderChecksEveryNotify(t *testing.T) {
+	dir := wakeDir(t)
+	openReceiver(t, dir, "1")
+	n := newNotifier(t, dir)
+	w := inotifyOf(t, n)
+	n.Notify("1")
+	w.dead.Store(true)
+	before := costOf(n, w)
+	const puts = 10
+	for range puts {
+		n.Notify("1")
+	}
+	want := before
+	want.checks += puts
+	if got := costOf(n, w); got != want {
+		t.Fatalf("%d notifies without a reader cost %+v, want %+v", puts, got, want)
+	}
+}
