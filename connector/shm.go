@@ -223,7 +223,8 @@ func (c *SHM) Get(from, to, key string, desc *Descriptor) (any, int, bool, error
 	if err != nil || !ok {
 		return nil, 0, false, err
 	}
-	v, err = wire.Unmarshal(data)
+	// data was read into memory of our own: large tensors may keep it.
+	v, err = wire.UnmarshalOwned(data)
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("connector: get %q: %w", key, err)
 	}

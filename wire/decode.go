@@ -19,7 +19,14 @@ type Decoder struct {
 	Ext func(Ext) (v any, ok bool, err error)
 	// Ordered decodes maps as Map, in wire order, instead of Go maps.
 	Ordered bool
+	// Owned says the caller hands b over: bins of at least OwnedAliasMin
+	// bytes (tensor data, in practice) alias b instead of being copied.
+	// Smaller ones are still copied, so keeping one does not pin all of b.
+	Owned bool
 }
+
+// OwnedAliasMin is the smallest bin that Decoder.Owned lets alias the input.
+const OwnedAliasMin = 64 << 10
 
 type decodeState struct {
 	Decoder // a copy, so the caller's Decoder does not escape
@@ -33,7 +40,7 @@ func corrupt(format string, args ...any) error {
 }
 
 // Decode decodes the single msgpack value filling b; see Unmarshal for the
-// Go types it yields. The result never aliases b.
+// Go types it yields. The result never aliases b, unless Owned is set.
 func (d *Decoder) Decode(b []byte) (any, error) {
 	s := decodeState{Decoder: *d, b: b}
 	v, err := s.value()
@@ -115,6 +122,9 @@ func (s *decodeState) value() (any, error) {
 			return nil, err
 		}
 		p, _ := s.take(n)
+		if s.Owned && n >= OwnedAliasMin {
+			return p, nil // capacity already ends at the bin
+		}
 		return append([]byte{}, p...), nil
 	case codeExt8, codeExt16, codeExt32:
 		n, err := s.length(1<<(c-codeExt8), 1)

@@ -69,6 +69,14 @@ func Unmarshal(b []byte) (any, error) {
 	return d.Decode(b)
 }
 
+// UnmarshalOwned is Unmarshal for a buffer the caller hands over (a segment
+// it just read into memory of its own): large bins alias b rather than
+// being copied again. b must not be changed or reused afterwards.
+func UnmarshalOwned(b []byte) (any, error) {
+	d := Decoder{Owned: true}
+	return d.Decode(b)
+}
+
 // markers of the leaf maps, SPEC §5.
 const (
 	tensorMarker = "__tensor__"

@@ -8,6 +8,7 @@ import (
 	"omnishm/internal/vectortest"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"omnishm/tensor"
 	"omnishm/wire"
@@ -229,5 +230,35 @@ func TestOrderedDecodeKeepsWireOrder(t *testing.T) {
 	}
 	if v, ok := m.Get("a"); !ok || v != true {
 		t.Fatalf("Get(a) = %v, %v", v, ok)
+	}
+}
+
+func TestUnmarshalOwnedAliasesOnlyLargeBins(t *testing.T) {
+	big := make([]byte, wire.OwnedAliasMin)
+	big[0] = 7
+	b, err := wire.Marshal(map[string]any{"big": big, "small": []byte{1, 2, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := wire.UnmarshalOwned(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := v.(map[string]any)
+	gotBig, gotSmall := m["big"].([]byte), m["small"].([]byte)
+	inside := func(p []byte) bool {
+		start, end := &b[0], &b[len(b)-1]
+		return uintptr(unsafe.Pointer(&p[0])) >= uintptr(unsafe.Pointer(start)) && uintptr(unsafe.Pointer(&p[0])) <= uintptr(unsafe.Pointer(end))
+	}
+	if len(gotBig) != len(big) || gotBig[0] != 7 || !inside(gotBig) || cap(gotBig) != len(gotBig) {
+		t.Fatalf("large bin: len %d cap %d aliases=%v", len(gotBig), cap(gotBig), inside(gotBig))
+	}
+	if string(gotSmall) != "\x01\x02\x03" || inside(gotSmall) {
+		t.Fatal("a small bin must be copied, not pin the buffer")
+	}
+	// Plain Unmarshal never aliases.
+	v, _ = wire.Unmarshal(b)
+	if inside(v.(map[string]any)["big"].([]byte)) {
+		t.Fatal("Unmarshal aliased its input")
 	}
 }
