@@ -101,26 +101,31 @@ func isFileAt(fd int, path string) (bool, error) {
 // Python's SharedMemory(create=True) does (O_CREAT|O_EXCL, 0600, ftruncate).
 // An existing segment is unlinked first: the caller holds the key's lock,
 // and receivers read only under it, so no one is reading the old one.
-// It reports whether an old segment was replaced.
-func writeSegment(path string, data []byte) (replaced bool, err error) {
+// It reports whether an old segment was replaced, and the new one's
+// identity.
+func writeSegment(path string, data []byte) (replaced bool, id fileID, err error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
 	if err == unix.EEXIST {
 		if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
-			return false, fmt.Errorf("replace segment %s: %w", path, err)
+			return false, id, fmt.Errorf("replace segment %s: %w", path, err)
 		}
 		replaced = true
 		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
 	}
 	if err != nil {
-		return replaced, fmt.Errorf("create segment %s: %w", path, err)
+		return replaced, id, fmt.Errorf("create segment %s: %w", path, err)
 	}
-	err = fill(fd, data)
+	var st unix.Stat_t
+	if err = unix.Fstat(fd, &st); err == nil {
+		id = fileID{dev: uint64(st.Dev), ino: st.Ino}
+		err = fill(fd, data)
+	}
 	unix.Close(fd)
 	if err != nil {
 		unix.Unlink(path)
-		return replaced, fmt.Errorf("write segment %s: %w", path, err)
+		return replaced, fileID{}, fmt.Errorf("write segment %s: %w", path, err)
 	}
-	return replaced, nil
+	return replaced, id, nil
 }
 
 // fill sizes the new file and writes data at offset 0.
@@ -218,6 +223,20 @@ func remove(path string) (bool, error) {
 func exists(path string) bool {
 	var st unix.Stat_t
 	return unix.Lstat(path, &st) != unix.ENOENT
+}
+
+// segmentAt returns the identity of the file at path, errGone when there is
+// none, or another error when it cannot tell.
+func segmentAt(path string) (fileID, error) {
+	var st unix.Stat_t
+	switch err := unix.Lstat(path, &st); err {
+	case nil:
+		return fileID{dev: uint64(st.Dev), ino: st.Ino}, nil
+	case unix.ENOENT:
+		return fileID{}, errGone
+	default:
+		return fileID{}, fmt.Errorf("stat segment %s: %w", path, err)
+	}
 }
 
 // oldLockFile is what the orphan check needs to know about a lock file.

@@ -15,8 +15,11 @@ var (
 	errGone = errors.New("no such publication")
 )
 
-func lockFile(string, bool) (int, error)                     { return -1, errors.ErrUnsupported }
-func writeSegment(string, []byte) (bool, error)              { return false, errors.ErrUnsupported }
+func lockFile(string, bool) (int, error) { return -1, errors.ErrUnsupported }
+func writeSegment(string, []byte) (bool, fileID, error) {
+	return false, fileID{}, errors.ErrUnsupported
+}
+func segmentAt(string) (fileID, error)                       { return fileID{}, errors.ErrUnsupported }
 func segmentSize(string) (int64, error)                      { return 0, errors.ErrUnsupported }
 func readSegment(string) ([]byte, error)                     { return nil, errors.ErrUnsupported }
 func remove(string) (bool, error)                            { return false, errors.ErrUnsupported }

@@ -4,10 +4,20 @@ import "container/list"
 
 // pendingSet is a producer's published-but-not-known-consumed keys, in
 // insertion order so the consumed-key sweep can go round-robin like the
-// Python OrderedDict (popitem(last=False), re-insert at the end).
+// Python OrderedDict (popitem(last=False), re-insert at the end). Each key
+// keeps the identity of the segment this producer wrote, so a segment
+// re-created under the same key by another producer is never taken for it.
 type pendingSet struct {
-	order *list.List // of string
+	order *list.List // of pendingKey
 	index map[string]*list.Element
+}
+
+// fileID identifies a file: a name re-created since has another one.
+type fileID struct{ dev, ino uint64 }
+
+type pendingKey struct {
+	key string
+	id  fileID
 }
 
 func newPendingSet() pendingSet {
@@ -18,37 +28,41 @@ func (s *pendingSet) len() int { return len(s.index) }
 
 func (s *pendingSet) has(key string) bool { _, ok := s.index[key]; return ok }
 
-// add records key; a key already present keeps its place.
-func (s *pendingSet) add(key string) {
-	if _, ok := s.index[key]; !ok {
-		s.index[key] = s.order.PushBack(key)
+// add records key and its segment's identity; a key already present keeps
+// its place and takes the new identity.
+func (s *pendingSet) add(key string, id fileID) {
+	if e, ok := s.index[key]; ok {
+		e.Value = pendingKey{key, id}
+		return
 	}
+	s.index[key] = s.order.PushBack(pendingKey{key, id})
 }
 
-// remove forgets key and reports whether it was present.
-func (s *pendingSet) remove(key string) bool {
+// remove forgets key and returns the identity it was recorded with.
+func (s *pendingSet) remove(key string) (fileID, bool) {
 	e, ok := s.index[key]
-	if ok {
-		s.order.Remove(e)
-		delete(s.index, key)
+	if !ok {
+		return fileID{}, false
 	}
-	return ok
+	s.order.Remove(e)
+	delete(s.index, key)
+	return e.Value.(pendingKey).id, true
 }
 
 // rotate visits up to n keys from the front; keep says whether each stays,
 // and a kept key moves to the back. It returns the keys it dropped.
-func (s *pendingSet) rotate(n int, keep func(key string) bool) []string {
+func (s *pendingSet) rotate(n int, keep func(key string, id fileID) bool) []string {
 	var dropped []string
 	for i := 0; i < n && s.order.Len() > 0; i++ {
 		e := s.order.Front()
-		key := e.Value.(string)
-		if keep(key) {
+		pk := e.Value.(pendingKey)
+		if keep(pk.key, pk.id) {
 			s.order.MoveToBack(e)
 			continue
 		}
 		s.order.Remove(e)
-		delete(s.index, key)
-		dropped = append(dropped, key)
+		delete(s.index, pk.key)
+		dropped = append(dropped, pk.key)
 	}
 	return dropped
 }
@@ -57,7 +71,7 @@ func (s *pendingSet) rotate(n int, keep func(key string) bool) []string {
 func (s *pendingSet) keys(match func(string) bool) []string {
 	var out []string
 	for e := s.order.Front(); e != nil; e = e.Next() {
-		if k := e.Value.(string); match == nil || match(k) {
+		if k := e.Value.(pendingKey).key; match == nil || match(k) {
 			out = append(out, k)
 		}
 	}

@@ -83,11 +83,18 @@ func (p *Producer) Put(key string, data []byte) (Descriptor, error) {
 	}
 	defer closeFD(fd)
 	seg := p.segPath(key)
-	replaced, err := writeSegment(seg, data)
-	if replaced && p.forget(key) {
-		p.notify(p.onRemove, seg)
+	replaced, id, err := writeSegment(seg, data)
+	if replaced {
+		if _, ours := p.forget(key); ours {
+			p.notify(p.onRemove, seg)
+		}
 	}
 	if err != nil {
+		// Leave no lock file without a segment behind (it would wait 60 s
+		// for a sweep); one beside a segment we could not replace stays.
+		if _, serr := segmentAt(seg); serr == errGone {
+			remove(p.lockPath(key))
+		}
 		return Descriptor{}, fmt.Errorf("segment: put %q: %w", key, err)
 	}
 	p.notify(p.onCreate, seg)
@@ -95,7 +102,7 @@ func (p *Producer) Put(key string, data []byte) (Descriptor, error) {
 	p.mu.Lock()
 	closed := p.closed
 	if !closed {
-		p.pending.add(key)
+		p.pending.add(key, id)
 	}
 	p.mu.Unlock()
 	if closed {
@@ -172,16 +179,21 @@ func (p *Producer) isClosed() bool {
 	return p.closed
 }
 
-// forget drops key from the pending set and reports whether it was there.
-func (p *Producer) forget(key string) bool {
+// forget drops key from the pending set and returns the identity of the
+// segment it was published with, if it was there.
+func (p *Producer) forget(key string) (fileID, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pending.remove(key)
 }
 
-// retire unlinks a pending key's segment and lock file under its lock.
+// retire unlinks a pending key's segment and lock file under its lock,
+// unless the segment there is no longer the one p wrote: a receiver claimed
+// it and another producer published the key again, and that publication,
+// with its lock file, is not p's to remove.
 func (p *Producer) retire(key string) (bool, error) {
-	if !p.forget(key) {
+	id, ok := p.forget(key)
+	if !ok {
 		return false, nil
 	}
 	seg := p.segPath(key)
@@ -192,9 +204,19 @@ func (p *Producer) retire(key string) (bool, error) {
 		return false, fmt.Errorf("segment: retire %q: %w", key, err)
 	}
 	defer closeFD(fd)
-	unlinked, err := remove(seg)
-	if err != nil {
+	unlinked := false
+	switch now, err := segmentAt(seg); {
+	case err == errGone:
+		// Consumed: only the lock file (lockFile may just have made it).
+	case err != nil:
 		return false, fmt.Errorf("segment: retire %q: %w", key, err)
+	case now != id:
+		p.notify(p.onRemove, seg)
+		return false, nil
+	default:
+		if unlinked, err = remove(seg); err != nil {
+			return false, fmt.Errorf("segment: retire %q: %w", key, err)
+		}
 	}
 	p.notify(p.onRemove, seg)
 	// Unlink the lock file while holding it, as a receiver does, so a
@@ -205,13 +227,17 @@ func (p *Producer) retire(key string) (bool, error) {
 	return unlinked, nil
 }
 
-// sweepConsumed forgets pending keys whose segment a receiver has removed.
+// sweepConsumed forgets pending keys whose segment a receiver has removed
+// (gone, or replaced by another producer's since).
 // Python holds its pending-keys lock across the sweep; so does this, so a
 // concurrent Cleanup never finds a key half-forgotten.
 func (p *Producer) sweepConsumed() {
 	p.mu.Lock()
 	n := min(sweepBatch, p.pending.len())
-	gone := p.pending.rotate(n, func(key string) bool { return exists(p.segPath(key)) })
+	gone := p.pending.rotate(n, func(key string, id fileID) bool {
+		now, err := segmentAt(p.segPath(key))
+		return err != errGone && (err != nil || now == id)
+	})
 	p.mu.Unlock()
 	for _, k := range gone {
 		p.notify(p.onRemove, p.segPath(k))

@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 		"claim":     roleClaim,
 		"hold":      roleHold,
 		"transfers": roleTransfers,
+		"putfail":   rolePutFail,
 	})
 }
 
@@ -70,6 +71,21 @@ func rolePut(args []string) int {
 	}
 	// Report by exit status: a last line may be lost when the child exits
 	// (shmtest reads stdout while exec.Cmd.Wait closes it).
+	return 0
+}
+
+// rolePutFail puts args[1] bytes under key args[0] with a file size limit
+// of 1 KiB, so that writing the segment fails half-way (EFBIG), and reports
+// the error.
+func rolePutFail(args []string) int {
+	size, _ := strconv.Atoi(args[1])
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: 1024, Max: 1024}); err != nil {
+		return childFailed(err)
+	}
+	p := NewProducer(Options{})
+	defer p.Close()
+	_, err := p.Put(args[0], payload(size, 1))
+	shmtest.Say("%v", err)
 	return 0
 }
 
@@ -439,11 +455,16 @@ func TestCleanupAndPrefix(t *testing.T) {
 func TestPendingRotation(t *testing.T) {
 	s := newPendingSet()
 	for _, k := range []string{"a", "b", "c", "d", "e"} {
-		s.add(k)
+		s.add(k, fileID{ino: uint64(k[0])})
 	}
-	s.add("a") // present: keeps its place
+	s.add("a", fileID{ino: 1}) // present: keeps its place, takes the new identity
 	consumed := map[string]bool{"b": true, "e": true}
-	keep := func(k string) bool { return !consumed[k] }
+	keep := func(k string, id fileID) bool {
+		if k == "a" && id.ino != 1 {
+			t.Errorf("a kept identity %v", id)
+		}
+		return !consumed[k]
+	}
 	if got := s.rotate(3, keep); fmt.Sprint(got) != "[b]" {
 		t.Fatalf("first batch dropped %v", got)
 	}
@@ -454,7 +475,10 @@ func TestPendingRotation(t *testing.T) {
 	if got := s.rotate(10, keep); fmt.Sprint(got) != "[e]" || s.len() != 3 {
 		t.Fatalf("second batch dropped %v, %d left", got, s.len())
 	}
-	if !s.remove("a") || s.remove("a") || s.has("a") {
+	if _, ok := s.remove("a"); !ok {
+		t.Fatal("remove")
+	}
+	if _, ok := s.remove("a"); ok || s.has("a") {
 		t.Fatal("remove")
 	}
 }
@@ -685,5 +709,90 @@ func TestEmptyPayloadRefused(t *testing.T) {
 	defer p.Close()
 	if _, err := p.Put(shmtest.Key("empty"), nil); err == nil {
 		t.Fatal("empty payload accepted")
+	}
+}
+
+func TestFailedPutLeavesNothing(t *testing.T) {
+	key := shmtest.Key("putfail")
+	child := shmtest.Start(t, "putfail", key, "4096")
+	if l := child.Line(t, wait); !strings.Contains(l, "file too large") {
+		t.Fatalf("put over the size limit: %q, want EFBIG", l)
+	}
+	if err := child.Wait(t, wait); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, DefaultDir, key)
+}
+
+// A producer retires only the segment it wrote: once a receiver claimed it
+// and another process published the key again, Cleanup and Close leave
+// that publication and its lock file alone.
+func TestRetireLeavesAnotherProducersRepublication(t *testing.T) {
+	for _, how := range []string{"cleanup", "close"} {
+		t.Run(how, func(t *testing.T) {
+			p := NewProducer(Options{})
+			defer p.Close()
+			key := shmtest.Key("republished")
+			mustPut(t, p, key, []byte("ours"))
+			mustClaim(t, "", key)
+			other := shmtest.Start(t, "put", key, "100", "9")
+			if l := other.Line(t, wait); l != "put" {
+				t.Fatalf("other producer: %s", l)
+			}
+			switch how {
+			case "cleanup":
+				if p.Cleanup(key) {
+					t.Error("Cleanup reported retiring another producer's segment")
+				}
+			case "close":
+				if err := p.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			assertPresent(t, DefaultDir+"/"+lockName(key))
+			if got := mustClaim(t, "", key); !bytes.Equal(got, payload(100, 9)) {
+				t.Fatalf("claimed %q, want the other producer's payload", got)
+			}
+			other.Send(t, "close")
+			if err := other.Wait(t, wait); err != nil {
+				t.Fatal(err)
+			}
+			assertGone(t, DefaultDir, key)
+		})
+	}
+}
+
+// A producer's files are closed: no descriptor outlives Put, Claim,
+// Cleanup, Close or a sweep.
+func TestNoDescriptorLeak(t *testing.T) {
+	dir := t.TempDir()
+	count := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd")
+		}
+		return len(entries)
+	}
+	round := func() {
+		p := NewProducer(Options{Dir: dir})
+		for i := range 10 {
+			key := "leak_" + strconv.Itoa(i)
+			mustPut(t, p, key, []byte("x"))
+			if i%2 == 0 {
+				mustClaim(t, dir, key)
+			}
+		}
+		Claim(dir, "leak_absent")
+		p.Cleanup("leak_1")
+		p.Close()
+		SweepOrphans(dir, time.Nanosecond)
+	}
+	round() // let the runtime open what it keeps
+	before := count()
+	for range 20 {
+		round()
+	}
+	if after := count(); after != before {
+		t.Fatalf("%d descriptors open before, %d after", before, after)
 	}
 }
