@@ -304,3 +304,65 @@ func dirStamp(t *testing.T, dir string) int64 {
 	}
 	return unix.TimespecToNsec(st.Mtim)
 }
+
+func TestJudge(t *testing.T) {
+	errProc := unix.EMFILE
+	cases := []struct {
+		name      string
+		now       uint64
+		err       error
+		gone      bool
+		want      Producer
+		wantAsked bool
+	}{
+		{"same start", 42, nil, false, Alive, false},
+		{"pid reused", 43, nil, false, Dead, false},
+		{"no process", 0, unix.ENOENT, true, Dead, true},
+		{"proc unreadable, process there", 0, errProc, false, Unknown, true},
+	}
+	for _, c := range cases {
+		asked := false
+		got := judge(42, c.now, c.err, func() bool { asked = true; return c.gone })
+		if got != c.want || asked != c.wantAsked {
+			t.Errorf("%s: %s (asked %v), want %s (asked %v)", c.name, got, asked, c.want, c.wantAsked)
+		}
+	}
+	if got := nameLiveness(os.Getpid()); got != Unknown {
+		t.Errorf("nameLiveness(self) = %s", got)
+	}
+	pid, _ := deadProcess(t)
+	shmtest.Eventually(t, 10*time.Second, "the killed child to be reaped", func() bool { return processGone(pid) })
+	if got := nameLiveness(pid); got != Dead {
+		t.Errorf("nameLiveness(dead) = %s", got)
+	}
+}
+
+// A symlink planted at the wake directory's name leads Scan and Prune
+// nowhere: the FIFOs it points at are neither shown nor removed.
+func TestSymlinkedWakeDirIgnored(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	s := shmtest.Scope(t)
+	n := scope.ForUID(os.Getuid(), s, os.Getppid())
+	fifo := filepath.Join(elsewhere, "1_0c")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(dir, filepath.Base(n.WakeDir))); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Dir: dir, Scopes: []string{s}}
+	st, err := Scan(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Scopes) != 1 || st.Scopes[0].WakeDirExists || len(st.Scopes[0].FIFOs) != 0 {
+		t.Fatalf("scan through a symlinked wake dir: %+v", st.Scopes)
+	}
+	rep, err := Prune(PruneOptions{Options: o})
+	if err != nil || len(rep.Removed) != 0 {
+		t.Fatalf("prune removed %v (%v)", paths(rep.Removed), err)
+	}
+	if _, err := os.Lstat(fifo); err != nil {
+		t.Fatalf("FIFO behind the symlink: %v", err)
+	}
+}

@@ -199,12 +199,17 @@ func scanScope(o Options, l layout, d, name, wakeName string) (Scope, error) {
 	slices.Sort(sc.MarkersWithoutRing)
 	if wakeName != "" {
 		sc.WakeDir = filepath.Join(o.Dir, wakeName)
-		entries, err := listOwn(sc.WakeDir, o.UID)
-		if err != nil {
-			return sc, err
-		}
+		// Only a real directory of ours: a symlink planted at W's name
+		// must not lead Prune to FIFOs elsewhere.
 		var wst unix.Stat_t
-		sc.WakeDirExists = unix.Lstat(sc.WakeDir, &wst) == nil && wst.Mode&unix.S_IFMT == unix.S_IFDIR
+		sc.WakeDirExists = unix.Lstat(sc.WakeDir, &wst) == nil && wst.Mode&unix.S_IFMT == unix.S_IFDIR && int(wst.Uid) == o.UID
+		var entries []entry
+		if sc.WakeDirExists {
+			var err error
+			if entries, err = listOwn(sc.WakeDir, o.UID); err != nil {
+				return sc, err
+			}
+		}
 		for _, e := range entries {
 			stage, ok := fifoStage(e.name)
 			if !ok || !e.isFIFO() {
@@ -267,22 +272,41 @@ func readIdentityFd(fd int) (ringIdentity, bool, error) {
 	return id, ok, nil
 }
 
-// liveness compares the header's creator with /proc (SPEC §3, §7).
+// liveness compares the header's creator with /proc (SPEC §3, §7). Only a
+// definite answer makes a producer dead: another start time, or no such
+// process. A /proc that cannot be read (EMFILE, EACCES, ...) says Unknown,
+// so Prune never removes a live producer's ring on doubt.
 func liveness(pid, start uint64) Producer {
-	if pid == 0 || pid >= 1<<31 || !ring.Alive(int(pid), start) {
+	if pid == 0 || pid >= 1<<31 {
+		return Dead // never a process: kill(0, 0) would even mean our group
+	}
+	now, err := ring.StartTime(int(pid))
+	return judge(start, now, err, func() bool { return processGone(int(pid)) })
+}
+
+// judge is liveness's decision: start is the header's, now and err what
+// /proc said, gone whether the process certainly does not exist.
+func judge(start, now uint64, err error, gone func() bool) Producer {
+	switch {
+	case err == nil && now == start:
+		return Alive
+	case err == nil || gone():
 		return Dead
 	}
-	return Alive
+	return Unknown
 }
 
 // nameLiveness is all that can be said from the pid in a ring's name: a
 // running process might still be initialising the header.
 func nameLiveness(pid int) Producer {
-	if _, err := ring.StartTime(pid); err != nil {
+	if pid > 0 && processGone(pid) {
 		return Dead
 	}
 	return Unknown
 }
+
+// processGone reports whether pid certainly names no process.
+func processGone(pid int) bool { return unix.Kill(pid, 0) == unix.ESRCH }
 
 // hasReader reports whether a FIFO has a reader: opening it for writing
 // without blocking fails with ENXIO exactly when none has it open. Any
