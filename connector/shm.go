@@ -137,7 +137,9 @@ func (c *SHM) putRing(from, to, key string, payload any) (d ring.Descriptor, ok 
 	p, err := frame.Prepare(payload, limit)
 	switch {
 	case err == nil && p.Tensors():
-		d, ok, err = c.writeRing(from, to, key, ring.KindTensors, p.Size(), p.Write)
+		// A write that fails (only a payload mutated during Put) publishes
+		// nothing: the ring's earlier version of key stays as it was.
+		d, ok, err = c.ring.Put(from, to, key, ring.KindTensors, p.Size(), p.Write)
 		return d, ok, nil, err
 	case err == nil: // no tensors: the prepared bytes are the kind-0 form
 		plain = make([]byte, p.Size())
@@ -156,24 +158,11 @@ func (c *SHM) putRing(from, to, key string, payload any) (d ring.Descriptor, ok 
 	if len(plain) > limit {
 		return d, false, plain, nil
 	}
-	d, ok, err = c.writeRing(from, to, key, ring.KindBytes, len(plain), func(dst []byte) error {
+	d, ok, err = c.ring.Put(from, to, key, ring.KindBytes, len(plain), func(dst []byte) error {
 		copy(dst, plain)
 		return nil
 	})
 	return d, ok, plain, err
-}
-
-// writeRing puts a frame whose bytes write produces straight into ring
-// memory; a write that fails (only a payload mutated during Put) withdraws
-// the frame.
-func (c *SHM) writeRing(from, to, key string, kind ring.Kind, size int, write func([]byte) error) (ring.Descriptor, bool, error) {
-	var writeErr error
-	d, ok, err := c.ring.Put(from, to, key, kind, size, func(dst []byte) { writeErr = write(dst) })
-	if err == nil && writeErr != nil {
-		c.ring.Cancel(key)
-		return d, false, writeErr
-	}
-	return d, ok, err
 }
 
 func (c *SHM) published(to string, size int) {

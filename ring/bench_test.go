@@ -21,7 +21,7 @@ func BenchmarkPutGet(b *testing.B) {
 	sc := shmtest.Scope(b)
 	p, r := newTransport(b, sc, 4<<20), newTransport(b, sc, 4<<20)
 	payload := bytes.Repeat([]byte{7}, 500)
-	write := func(dst []byte) { copy(dst, payload) }
+	write := func(dst []byte) error { copy(dst, payload); return nil }
 	out := make([]byte, 500)
 	decode := func(kind Kind, src []byte) (any, error) { copy(out, src); return nil, nil }
 	keys := make([]string, 1024)
@@ -140,7 +140,7 @@ func roleEchoer(args []string) int {
 		}
 		if ok {
 			n := v.(int)
-			if _, ok, _ := p.Put("1", "0", key, KindBytes, n, func(dst []byte) { copy(dst, buf[:n]) }); !ok {
+			if _, ok, _ := p.Put("1", "0", key, KindBytes, n, func(dst []byte) error { copy(dst, buf[:n]); return nil }); !ok {
 				return 1
 			}
 			i++

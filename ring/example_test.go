@@ -22,7 +22,7 @@ func Example() {
 
 	payload := []byte("\xa5hello") // msgpack "hello"
 	desc, ok, err := producer.Put("0", "1", "req_0_0", ring.KindBytes, len(payload),
-		func(dst []byte) { copy(dst, payload) })
+		func(dst []byte) error { copy(dst, payload); return nil })
 	fmt.Println(ok, err, desc.Position, desc.Size)
 
 	copyOut := func(kind ring.Kind, b []byte) (any, error) { return string(b), nil }

@@ -46,7 +46,7 @@ func newTransport(t testing.TB, sc string, capacity int) *Transport {
 }
 
 func putBytes(tr *Transport, from, to, key string, payload []byte) (Descriptor, bool, error) {
-	return tr.Put(from, to, key, KindBytes, len(payload), func(dst []byte) { copy(dst, payload) })
+	return tr.Put(from, to, key, KindBytes, len(payload), func(dst []byte) error { copy(dst, payload); return nil })
 }
 
 func decodeCopy(kind Kind, payload []byte) (any, error) { return bytes.Clone(payload), nil }
@@ -522,7 +522,7 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 func TestPutDoesNotAllocate(t *testing.T) {
 	_, p, _ := pair(t, 4096)
 	payload := codes(3)
-	write := func(dst []byte) { copy(dst, payload) }
+	write := func(dst []byte) error { copy(dst, payload); return nil }
 	mustPut(t, p, "0", "1", "same", payload)
 	// Re-publishing retires the previous frame, so the ring never fills.
 	if a := testing.AllocsPerRun(200, func() {
@@ -593,5 +593,39 @@ func TestConcurrentUse(t *testing.T) {
 	claimed.Range(func(any, any) bool { n++; return true })
 	if n != producers*perProducer {
 		t.Fatalf("%d claims, want %d", n, producers*perProducer)
+	}
+}
+
+// A write that fails publishes nothing and retires nothing: the earlier
+// version of the key is still delivered, and head did not move, even when
+// the failed frame needed a padding frame first.
+func TestFailedWritePublishesNothing(t *testing.T) {
+	_, p, r := pair(t, 4096)
+	boom := errors.New("boom")
+	fail := func(dst []byte) error { clear(dst); return boom }
+	// Frames of "filler" whose totals take head from 64 to 4032: in the
+	// second round "k" ends at 4064 and the failed 928-byte frame must pad.
+	for _, fillers := range [][]int{nil, {1024, 1024, 1024, 896}} {
+		for _, total := range fillers {
+			mustPut(t, p, "0", "1", "filler", make([]byte, total-16-len("filler")))
+			mustGet(t, r, "0", "1", "filler", nil)
+		}
+		old := mustPut(t, p, "0", "1", "k", []byte("old"))
+		if fillers != nil && old.Position%4096 != 4032 {
+			t.Fatalf("k at %d: the failed frame would not need padding", old.Position)
+		}
+		if _, ok, err := p.Put("0", "1", "k", KindBytes, 900, fail); ok || !errors.Is(err, boom) {
+			t.Fatalf("failed write: ok=%v err=%v", ok, err)
+		}
+		if got := mustGet(t, r, "0", "1", "k", &old); string(got) != "old" {
+			t.Fatalf("got %q", got)
+		}
+		next := mustPut(t, p, "0", "1", "next", []byte("x"))
+		if next.Position != old.Position+32 {
+			t.Fatalf("next frame at %d, want %d: the failed put moved head", next.Position, old.Position+32)
+		}
+		if got := mustGet(t, r, "0", "1", "next", nil); string(got) != "x" {
+			t.Fatalf("got %q", got)
+		}
 	}
 }

@@ -173,8 +173,8 @@ func (t *Transport) MaxPayload(key string) int {
 // over capacity/4, key over 65535 bytes, ring full, edge disabled after a
 // setup failure): the caller uses the per-key path; nothing waits for ring
 // space. An earlier ready frame of key is retired (SPEC §3). On error ok is
-// false too.
-func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(dst []byte)) (d Descriptor, ok bool, err error) {
+// false too; an error from write publishes nothing and retires nothing.
+func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(dst []byte) error) (d Descriptor, ok bool, err error) {
 	if kind != KindBytes && kind != KindTensors {
 		return d, false, fmt.Errorf("ring: put %q: kind %v is not a payload kind", key, kind)
 	}
@@ -213,14 +213,16 @@ func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(ds
 	start := head%capacity + frameHeaderSize
 	copy(data[start:], key)
 	start += uint64(len(key))
-	write(data[start : start+uint64(size) : start+uint64(size)])
-	writeFrame(data, head, frame{total: uint32(total), payloadLen: uint32(size), kind: kind, keyLen: uint16(len(key))})
-	// Retire an earlier version under the lock every reader takes, before
-	// the new frame is published (SPEC §1 one publisher per key).
-	p.retire(key, "")
-	if _, err := p.reclaim(); err != nil {
+	// Until head moves nothing written past it is visible: a failed write
+	// leaves the ring as it was, the earlier version of key still ready.
+	if err := write(data[start : start+uint64(size) : start+uint64(size)]); err != nil {
 		return d, false, err
 	}
+	writeFrame(data, head, frame{total: uint32(total), payloadLen: uint32(size), kind: kind, keyLen: uint16(len(key))})
+	// Retire an earlier version under the lock every reader takes, before
+	// the new frame is published (SPEC §1 one publisher per key). The next
+	// put reclaims its space.
+	p.retire(key, "")
 	p.m.setHead(head + total)
 	p.ix.add(key, head)
 	p.ix.cursor = head + total
