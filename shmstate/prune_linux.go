@@ -120,22 +120,36 @@ func openNoFollow(path string, flags int) (int, error) {
 	return unix.Open(path, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 }
 
+// lockNoWait opens path without following a link, takes its flock without
+// waiting (contention: skip with reason held) and checks that it is still
+// the file at path and belongs to uid. The caller closes fd, which
+// releases the lock.
+func lockNoWait(path string, uid int, held string) (int, unix.Stat_t, error) {
+	fd, err := openNoFollow(path, unix.O_RDONLY)
+	if err != nil {
+		return -1, unix.Stat_t{}, err
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		return -1, unix.Stat_t{}, skip("%s", held)
+	}
+	st, err := sameFile(fd, path, uid)
+	if err != nil {
+		unix.Close(fd)
+		return -1, st, err
+	}
+	return fd, st, nil
+}
+
 // removeDeadRing re-checks, under the ring's own lock taken without
 // waiting, that its producer is dead, then retires its marker (a registry
 // update, SPEC §7) and unlinks the file while still holding the lock.
 func removeDeadRing(o PruneOptions, path string, namePID int) error {
-	fd, err := openNoFollow(path, unix.O_RDONLY)
+	fd, _, err := lockNoWait(path, o.UID, "ring lock held by another process")
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return skip("ring lock held by another process")
-	}
-	defer unix.Flock(fd, unix.LOCK_UN)
-	if _, err := sameFile(fd, path, o.UID); err != nil {
-		return err
-	}
 	if id, ok, _ := readIdentityFd(fd); ok {
 		if liveness(id.creatorPID, id.creatorStart) != Dead {
 			return skip("producer alive")
@@ -188,15 +202,11 @@ func removeStaleMarker(o PruneOptions, dir, name string) error {
 // its mtime, change it, then set the mtime to max(previous+1ns, now) so
 // receivers see a strictly new stamp even within one clock tick.
 func registryUpdate(dir string, change func(dirfd int) error) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := lockDir(dir)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		return err
-	}
-	defer unix.Flock(fd, unix.LOCK_UN)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
@@ -205,6 +215,20 @@ func registryUpdate(dir string, change func(dirfd int) error) error {
 		return err
 	}
 	return setStamp(dir, unix.TimespecToNsec(st.Mtim))
+}
+
+// lockDir opens the ring directory dir, not following a link, and takes
+// its registry flock (SPEC §7); closing fd releases it.
+func lockDir(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 func setStamp(dir string, previous int64) error {
@@ -283,15 +307,11 @@ func removeRingDir(o PruneOptions, dir, ringDir string, removed []Removal) error
 	if o.DryRun {
 		return nil
 	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := lockDir(dir)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		return err
-	}
-	defer unix.Flock(fd, unix.LOCK_UN)
 	if live, err := ringFilesOf(o, ringDir, nil); err != nil || live {
 		return keepUnless(err)
 	}
@@ -343,19 +363,11 @@ func keepUnless(err error) error {
 // re-check (same inode, own uid, still old, segment still absent), unlink.
 func removeOrphanLock(o PruneOptions, key string) error {
 	path := filepath.Join(o.Dir, lockName(key))
-	fd, err := openNoFollow(path, unix.O_RDONLY)
+	fd, st, err := lockNoWait(path, o.UID, "lock held")
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return skip("lock held")
-	}
-	defer unix.Flock(fd, unix.LOCK_UN)
-	st, err := sameFile(fd, path, o.UID)
-	if err != nil {
-		return err
-	}
 	if o.Now.Sub(time.Unix(st.Mtim.Sec, st.Mtim.Nsec)) <= OrphanGrace {
 		return skip("younger than %v", OrphanGrace)
 	}
@@ -374,18 +386,11 @@ func removeOrphanLock(o PruneOptions, key string) error {
 // segment, then the lock file while still holding it.
 func removeSegment(o PruneOptions, key string) error {
 	path := filepath.Join(o.Dir, lockName(key))
-	fd, err := openNoFollow(path, unix.O_RDONLY)
+	fd, _, err := lockNoWait(path, o.UID, "lock held")
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return skip("lock held")
-	}
-	defer unix.Flock(fd, unix.LOCK_UN)
-	if _, err := sameFile(fd, path, o.UID); err != nil {
-		return err
-	}
 	segPath := filepath.Join(o.Dir, key)
 	var seg unix.Stat_t
 	if err := unix.Lstat(segPath, &seg); err != nil {
