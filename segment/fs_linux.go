@@ -106,6 +106,12 @@ func isFileAt(fd int, path string) (bool, error) {
 func writeSegment(path string, data []byte) (replaced bool, id fileID, err error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
 	if err == unix.EEXIST {
+		// Only a file of ours is an unclaimed publication to replace: as
+		// root, unlink would remove any user's file of that name.
+		var st unix.Stat_t
+		if unix.Lstat(path, &st) == nil && int(st.Uid) != unix.Geteuid() {
+			return false, id, fmt.Errorf("replace segment %s: it belongs to uid %d", path, st.Uid)
+		}
 		if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
 			return false, id, fmt.Errorf("replace segment %s: %w", path, err)
 		}
@@ -169,7 +175,8 @@ func segmentSize(path string) (int64, error) {
 // readSegment copies the whole segment at path into memory the caller owns.
 // The caller holds the key's lock.
 func readSegment(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|openFlags, 0)
+	// O_NONBLOCK: a FIFO planted at the name must not block the open.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|openFlags, 0)
 	if err == unix.ENOENT {
 		return nil, errGone
 	}

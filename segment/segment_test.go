@@ -796,3 +796,42 @@ func TestNoDescriptorLeak(t *testing.T) {
 		t.Fatalf("%d descriptors open before, %d after", before, after)
 	}
 }
+
+// A producer replaces only its own user's file: run as root, unlink would
+// remove another user's file that happens to have the key's name.
+func TestPutKeepsAnotherUsersFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a file of another uid")
+	}
+	dir := t.TempDir()
+	key := "foreign"
+	if err := os.WriteFile(dir+"/"+key, []byte("theirs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir+"/"+key, 12345, 12345); err != nil {
+		t.Fatal(err)
+	}
+	p := NewProducer(Options{Dir: dir})
+	defer p.Close()
+	if _, err := p.Put(key, []byte("ours")); err == nil || !strings.Contains(err.Error(), "uid 12345") {
+		t.Fatalf("put over another uid's file: %v", err)
+	}
+	if got, err := os.ReadFile(dir + "/" + key); err != nil || string(got) != "theirs" {
+		t.Fatalf("their file: %q, %v", got, err)
+	}
+	if p.Pending(key) {
+		t.Fatal("failed put left the key pending")
+	}
+}
+
+// A FIFO swapped in at a segment's name between Claim's stat and its open
+// is an error, not an open that blocks until some writer appears.
+func TestReadSegmentFIFO(t *testing.T) {
+	path := t.TempDir() + "/fifo"
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := readSegment(path); err == nil || data != nil {
+		t.Fatalf("readSegment(FIFO) = %q, %v", data, err)
+	}
+}
