@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -88,16 +89,8 @@ func producerOf(path string) (pid int, start uint64, ok bool, err error) {
 	if n, err := unix.Pread(fd, b[:], 0); err != nil || n < headerSize || [8]byte(b[:8]) != magic {
 		return 0, 0, false, nil
 	}
-	h := Header{}
-	h.CreatorPID = leUint64(b[offCreatorPID:])
-	h.CreatorStart = leUint64(b[offCreatorStart:])
-	return int(min(h.CreatorPID, 1<<31)), h.CreatorStart, true, nil
-}
-
-func leUint64(b []byte) uint64 {
-	_ = b[7]
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	le := binary.LittleEndian
+	return int(min(le.Uint64(b[offCreatorPID:]), 1<<31)), le.Uint64(b[offCreatorStart:]), true, nil
 }
 
 // Prune removes what crashed producers of a scope left: markers whose ring

@@ -7,13 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -294,9 +291,6 @@ func TestGoProducerPythonLayout(t *testing.T) {
 	if err != nil || info.Busy || !info.Alive || len(info.Frames) != len(frames) {
 		t.Fatalf("Inspect: %+v %v", info, err)
 	}
-	_ = filepath.Join
-	_ = strconv.Itoa
-	_ = time.Second
 }
 
 func TestPruneRemovesOnlyDeadProducers(t *testing.T) {

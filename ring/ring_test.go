@@ -246,6 +246,12 @@ func TestCancelAndExactPrefix(t *testing.T) {
 	if n := p.Cancel("exact"); n != 0 {
 		t.Fatalf("second Cancel = %d", n)
 	}
+	// Nothing left to retire: no ring lock is taken (a per-key put cancels
+	// its key on every edge).
+	before := p.work()
+	if p.Cancel("exact")+p.Cancel("never-put")+p.CancelPrefix("req_0_") != 0 || p.work().flocks != before.flocks {
+		t.Fatalf("cancelling what is not there locked the ring: %+v -> %+v", before, p.work())
+	}
 	mustMiss(t, r, "0", "1", "req_0_0", nil)
 	mustMiss(t, r, "0", "1", "req_0_1", nil)
 	mustMiss(t, r, "0", "1", "exact", nil)
