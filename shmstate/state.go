@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"omnishm/scope"
+	"omnishm/segment"
 )
 
 // OrphanGrace is the age after which a lock file without its segment is an
-// orphan (SPEC §6).
-const OrphanGrace = 60 * time.Second
+// orphan (SPEC §6): the per-key path's own constant.
+const OrphanGrace = segment.OrphanGrace
 
 // Options select what Scan and Prune look at.
 type Options struct {
