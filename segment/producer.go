@@ -83,13 +83,21 @@ func (p *Producer) Put(key string, data []byte) (Descriptor, error) {
 	}
 	defer closeFD(fd)
 	seg := p.segPath(key)
+	// Forget the key while its segment changes, so that a concurrent sweep
+	// does not take the new segment for another producer's.
+	old, wasPending := p.forget(key)
 	replaced, id, err := writeSegment(seg, data)
-	if replaced {
-		if _, ours := p.forget(key); ours {
-			p.notify(p.onRemove, seg)
-		}
+	if replaced && wasPending {
+		p.notify(p.onRemove, seg)
 	}
 	if err != nil {
+		if wasPending && !replaced {
+			p.mu.Lock()
+			if !p.closed {
+				p.pending.add(key, old) // still there, or a sweep drops it
+			}
+			p.mu.Unlock()
+		}
 		// Leave no lock file without a segment behind (it would wait 60 s
 		// for a sweep); one beside a segment we could not replace stays.
 		if _, serr := segmentAt(seg); serr == errGone {
