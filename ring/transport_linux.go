@@ -747,8 +747,13 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 	t.reapReadersLocked()
 	names, err := t.listMarkers(dir, es.prefix)
 	if err != nil {
+		// As the Python receiver's glob: a registry that cannot be listed
+		// has no producers to offer, and must not hide the per-key path.
+		es.complete = false
+		t.publishLocked()
 		t.mu.Unlock()
-		return nil, 0, false, err
+		t.log.Debug("host ring: cannot list the ring directory", "err", err)
+		return nil, 0, false, nil
 	}
 	complete := true
 	var fresh []*reader
