@@ -98,7 +98,7 @@ func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 	if c.ring.Capacity() > 0 && scope.IsNumeric(from) && scope.IsNumeric(to) {
 		d, ok, b, err := c.putRing(from, to, key, payload)
 		if err != nil {
-			return 0, Descriptor{}, fmt.Errorf("connector: put %q: %w", key, err)
+			return 0, Descriptor{}, putError(key, err)
 		}
 		if ok {
 			// A previous version of the key may sit in a segment (SPEC §9).
@@ -120,7 +120,7 @@ func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 	}
 	d, err := c.segments.Put(key, plain)
 	if err != nil {
-		return 0, Descriptor{}, fmt.Errorf("connector: put %q: %w", key, err)
+		return 0, Descriptor{}, putError(key, err)
 	}
 	// A successful fallback replaces an unclaimed ring version, too.
 	c.ring.Cancel(key)
@@ -165,6 +165,15 @@ func (c *SHM) putRing(from, to, key string, payload any) (d ring.Descriptor, ok 
 	return d, ok, plain, err
 }
 
+// putError wraps a failed put; one that failed because Close ran meanwhile
+// is ErrClosed, as a put after Close is (it published nothing).
+func putError(key string, err error) error {
+	if errors.Is(err, ring.ErrClosed) || errors.Is(err, segment.ErrClosed) {
+		err = ErrClosed
+	}
+	return fmt.Errorf("connector: put %q: %w", key, err)
+}
+
 func (c *SHM) published(to string, size int) {
 	if c.notifier != nil && scope.IsNumeric(to) {
 		c.notifier.Notify(to)
@@ -196,24 +205,15 @@ func (c *SHM) Get(from, to, key string, desc *Descriptor) (any, int, bool, error
 	if desc != nil && desc.HostRing != nil {
 		rd = &ring.Descriptor{Name: desc.HostRing.Name, Position: desc.HostRing.Position, Size: desc.HostRing.Size}
 	}
-	v, size, ok, err := c.ring.Get(from, to, key, rd, decodeRing)
-	if err != nil {
-		return nil, 0, false, fmt.Errorf("connector: get %q: %w", key, err)
-	}
-	if ok {
-		c.gets.Add(1)
-		c.ringGets.Add(1)
-		return v, size, true, nil
-	}
-	if rd != nil {
-		return nil, 0, false, nil
+	if v, size, ok, err := c.getRing(from, to, key, rd); ok || err != nil || rd != nil {
+		return v, size, ok, err
 	}
 	data, ok, err := segment.Claim(scope.ShmDir, key)
 	if err != nil || !ok {
 		return nil, 0, false, err
 	}
 	// data was read into memory of our own: large tensors may keep it.
-	v, err = wire.UnmarshalOwned(data)
+	v, err := wire.UnmarshalOwned(data)
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("connector: get %q: %w", key, err)
 	}
@@ -296,18 +296,25 @@ func (c *SHM) spin(from, key string) (any, int, bool, error) {
 		return nil, 0, false, nil
 	}
 	for end := time.Now().Add(c.opts.Spin); time.Now().Before(end); {
-		v, size, ok, err := c.ring.Get(from, c.opts.StageID, key, nil, decodeRing)
-		if err != nil {
-			return nil, 0, false, fmt.Errorf("connector: get %q: %w", key, err)
-		}
-		if ok {
-			c.gets.Add(1)
-			c.ringGets.Add(1)
-			return v, size, true, nil
+		if v, size, ok, err := c.getRing(from, c.opts.StageID, key, nil); ok || err != nil {
+			return v, size, ok, err
 		}
 		runtime.Gosched()
 	}
 	return nil, 0, false, nil
+}
+
+// getRing is the ring part of Get, counted in Health.
+func (c *SHM) getRing(from, to, key string, rd *ring.Descriptor) (any, int, bool, error) {
+	v, size, ok, err := c.ring.Get(from, to, key, rd, decodeRing)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("connector: get %q: %w", key, err)
+	}
+	if ok {
+		c.gets.Add(1)
+		c.ringGets.Add(1)
+	}
+	return v, size, ok, nil
 }
 
 // recvPolling is Recv without a wakeup FIFO: poll with a bounded backoff.
