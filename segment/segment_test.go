@@ -835,3 +835,42 @@ func TestReadSegmentFIFO(t *testing.T) {
 		t.Fatalf("readSegment(FIFO) = %q, %v", data, err)
 	}
 }
+
+// The orphan sweep never removes a symlink, or what it points at, nor
+// another user's lock file, however old.
+func TestSweepOrphansLeavesLinksAndStrangers(t *testing.T) {
+	dir := t.TempDir()
+	old := time.Now().Add(-2 * OrphanGrace)
+	ts := []unix.Timespec{unix.NsecToTimespec(old.UnixNano()), unix.NsecToTimespec(old.UnixNano())}
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, lockName("link"))
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	keep := []string{link, target}
+	if os.Geteuid() == 0 {
+		foreign := filepath.Join(dir, lockName("foreign"))
+		if err := os.WriteFile(foreign, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(foreign, 12345, 12345); err != nil {
+			t.Fatal(err)
+		}
+		keep = append(keep, foreign)
+	}
+	for _, p := range keep {
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := SweepOrphans(dir, 0)
+	if err != nil || len(removed) != 0 {
+		t.Fatalf("sweep removed %v (%v)", removed, err)
+	}
+	for _, p := range keep {
+		assertPresent(t, p)
+	}
+}
