@@ -543,6 +543,7 @@ func TestPutDoesNotAllocate(t *testing.T) {
 func TestConcurrentUse(t *testing.T) {
 	_, p, r := pair(t, 1<<16)
 	const producers, perProducer = 4, 200
+	deadline := time.Now().Add(wait) // a lost frame fails the test, not hangs it
 	var wg sync.WaitGroup
 	published := make(chan string, producers*perProducer)
 	for g := range producers {
@@ -559,6 +560,10 @@ func TestConcurrentUse(t *testing.T) {
 					}
 					if ok {
 						break
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("%s: ring still full at the deadline", key)
+						return
 					}
 					p.Reap() // full: wait for receivers to consume
 				}
@@ -587,6 +592,10 @@ func TestConcurrentUse(t *testing.T) {
 							t.Errorf("%s claimed twice", key)
 						}
 						break
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("%s: not received by the deadline", key)
+						return
 					}
 				}
 			}
