@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -440,6 +441,9 @@ func TestCloseIsIdempotentAndRemovesOwnedRing(t *testing.T) {
 	mustGet(t, receiver, "0", "1", "close", nil)
 	pending := shmtest.Key("pending")
 	mustPut(t, sender, "0", "1", pending, codes(4096, 0))
+	if fifos, _ := filepath.Glob(receiver.Names().WakeDir + "/1_*"); len(fifos) != 1 {
+		t.Fatalf("receiver FIFOs %v, want one", fifos)
+	}
 	for range 2 {
 		if err := sender.Close(); err != nil {
 			t.Fatal(err)
@@ -452,6 +456,9 @@ func TestCloseIsIdempotentAndRemovesOwnedRing(t *testing.T) {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s survives close: %v", p, err)
 		}
+	}
+	if fifos, _ := filepath.Glob(receiver.Names().WakeDir + "/1_*"); len(fifos) != 0 {
+		t.Fatalf("the receiver's FIFO survives close: %v", fifos)
 	}
 	if _, _, err := sender.Put("0", "1", "after", codes(3, 0)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("put after close: %v", err)
@@ -524,8 +531,6 @@ func sortedKeys(m map[string]any) []string {
 	return keys
 }
 
-func itoa(i int) string { return strconvItoa(i) }
-
 // A tensor tree whose frame is too large for the ring but whose plain form
 // fits goes through the ring as kind-0 bytes, as the seed does (SPEC §9).
 func TestPlainFormTakesTheRingWhenTheFrameDoesNotFit(t *testing.T) {
@@ -552,5 +557,52 @@ func TestPlainFormTakesTheRingWhenTheFrameDoesNotFit(t *testing.T) {
 	want := int64s(t, payload["codes"])
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %d values, want %d", len(got), len(want))
+	}
+}
+
+// A ring descriptor reads only its publication (SPEC §9): once a per-key
+// put has replaced it, the descriptor misses even though a segment of the
+// key is there, and a get without a descriptor takes the segment.
+func TestRingDescriptorNeverFallsBackToTheSegment(t *testing.T) {
+	sender, receiver := openEdge(t, 4096)
+	key := shmtest.Key("only-ring")
+	small := mustPut(t, sender, "0", "1", key, codes(3, 1))
+	if small.HostRing == nil {
+		t.Fatalf("took %v", small)
+	}
+	if d := mustPut(t, sender, "0", "1", key, codes(4096, 2)); d.Shm == nil {
+		t.Fatalf("took %v", d)
+	}
+	missing(t, receiver, "0", "1", key, &small)
+	if _, err := os.Stat("/dev/shm/" + key); err != nil {
+		t.Fatalf("the descriptor's miss touched the segment: %v", err)
+	}
+	if got := int64s(t, mustGet(t, receiver, "0", "1", key, nil).(map[string]any)["codes"]); got[0] != 2 {
+		t.Fatalf("got %v", got[0])
+	}
+}
+
+// Health counts both paths on both ends (SPEC §9): puts, gets, bytes and
+// the ring's share.
+func TestHealthCountsBothPaths(t *testing.T) {
+	sender, receiver := openEdge(t, 4096)
+	small, big := shmtest.Key("small"), shmtest.Key("big")
+	n1, d1, err := sender.Put("0", "1", small, codes(3, 0))
+	if err != nil || d1.HostRing == nil {
+		t.Fatalf("put: %v %v", d1, err)
+	}
+	n2, d2, err := sender.Put("0", "1", big, codes(4096, 0))
+	if err != nil || d2.Shm == nil {
+		t.Fatalf("put: %v %v", d2, err)
+	}
+	mustGet(t, receiver, "0", "1", small, nil)
+	mustGet(t, receiver, "0", "1", big, nil)
+	missing(t, receiver, "0", "1", big, nil)
+	want := Health{Puts: 2, BytesTransferred: uint64(n1 + n2), HostRingPuts: 1, HostRingFallbacks: 1}
+	if h := sender.Health(); h != want {
+		t.Fatalf("sender health %+v, want %+v", h, want)
+	}
+	if h := receiver.Health(); h != (Health{Gets: 2, HostRingGets: 1}) {
+		t.Fatalf("receiver health %+v", h)
 	}
 }
