@@ -3,9 +3,11 @@ package segment
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -625,6 +627,17 @@ func TestWrappedSegment(t *testing.T) {
 			assertGone(t, dir, key)
 		})
 	}
+}
+
+// wrap returns payload in the OMNIIPC1 form, as the wrapping Python build
+// writes it (producers here write the plain form).
+func wrap(payload []byte) []byte {
+	out := make([]byte, wrapHeader+len(payload))
+	copy(out, wrapMagic)
+	binary.BigEndian.PutUint64(out[8:16], uint64(len(payload)))
+	binary.BigEndian.PutUint32(out[16:20], crc32.ChecksumIEEE(payload))
+	copy(out[wrapHeader:], payload)
+	return out
 }
 
 func TestUnwrap(t *testing.T) {

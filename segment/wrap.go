@@ -41,14 +41,3 @@ func unwrap(raw []byte) ([]byte, error) {
 	}
 	return body, nil
 }
-
-// wrap returns payload in the OMNIIPC1 form. Producers write the plain form;
-// this exists for tests that play the wrapping Python build.
-func wrap(payload []byte) []byte {
-	out := make([]byte, wrapHeader+len(payload))
-	copy(out, wrapMagic)
-	binary.BigEndian.PutUint64(out[8:16], uint64(len(payload)))
-	binary.BigEndian.PutUint32(out[16:20], crc32.ChecksumIEEE(payload))
-	copy(out[wrapHeader:], payload)
-	return out
-}

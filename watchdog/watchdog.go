@@ -225,13 +225,3 @@ func handshake(hello *os.File) error {
 	}
 	return nil
 }
-
-// pid returns the watchdog's process id, or 0 (for tests).
-func (w *Watchdog) pid() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cmd == nil {
-		return 0
-	}
-	return w.cmd.Process.Pid
-}

@@ -49,6 +49,16 @@ func ownerRole(args []string) int {
 	return 0
 }
 
+// pid returns the watchdog's process id, or 0 (for tests).
+func (w *Watchdog) pid() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd == nil {
+		return 0
+	}
+	return w.cmd.Process.Pid
+}
+
 func shmPath(name string) string { return "/dev/shm/" + shmtest.Key(name) }
 
 func exists(path string) bool {
