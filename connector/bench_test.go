@@ -8,15 +8,21 @@ import (
 
 // BenchmarkPutGetPair is the transport's CPU cost: one put and one get of
 // {"codes": int64[56]} in one process (SPEC target: under 2 µs on the ring).
+// "ring-plain" is a tensor-free payload (64 token ids): kind-0 bytes.
 func BenchmarkPutGetPair(b *testing.B) {
+	ids := make([]any, 64)
+	for i := range ids {
+		ids[i] = int64(i * 1000)
+	}
 	for _, tc := range []struct {
 		name      string
 		ringBytes int
-	}{{"ring", DefaultRingBytes}, {"perkey", 0}} {
+		payload   any
+	}{{"ring", DefaultRingBytes, codes(56, 0)}, {"ring-plain", DefaultRingBytes, map[string]any{"ids": ids}}, {"perkey", 0, codes(56, 0)}} {
 		b.Run(tc.name, func(b *testing.B) {
 			s := shmtest.Scope(b)
 			c := openB(b, s, "1", tc.ringBytes)
-			payload := codes(56, 0)
+			payload := tc.payload
 			key := shmtest.Key("pair")
 			b.ReportAllocs()
 			for b.Loop() {

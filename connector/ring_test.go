@@ -606,3 +606,46 @@ func TestHealthCountsBothPaths(t *testing.T) {
 		t.Fatalf("receiver health %+v", h)
 	}
 }
+
+// A tensor-free payload goes into the ring as its kind-0 bytes; one too
+// large for the ring, or refused by a full ring, reaches the receiver
+// through the per-key path with the same bytes.
+func TestTensorFreePayloadOnBothPaths(t *testing.T) {
+	sender, receiver := openEdge(t, 4096)
+	ids := func(n int) []any {
+		l := make([]any, n)
+		for i := range l {
+			l[i] = int64(i * 1000)
+		}
+		return l
+	}
+	for _, c := range []struct {
+		n    int
+		ring bool
+	}{{10, true}, {2000, false}} {
+		key := shmtest.Key("ids")
+		d := mustPut(t, sender, "0", "1", key, map[string]any{"ids": ids(c.n)})
+		if (d.HostRing != nil) != c.ring {
+			t.Fatalf("%d ids took %v", c.n, d)
+		}
+		got := mustGet(t, receiver, "0", "1", key, &d).(map[string]any)["ids"].([]any)
+		if len(got) != c.n || got[c.n-1] != int64((c.n-1)*1000) {
+			t.Fatalf("%d ids: got %d, last %v", c.n, len(got), got[len(got)-1])
+		}
+	}
+	// Fill the ring with unclaimed frames: the next small payload falls back.
+	var refused *Descriptor
+	for i := 0; i < 64 && refused == nil; i++ {
+		d := mustPut(t, sender, "0", "1", shmtest.Key("fill"), map[string]any{"ids": ids(100)})
+		if d.Shm != nil {
+			refused = &d
+		}
+	}
+	if refused == nil {
+		t.Fatal("the ring never filled")
+	}
+	got := mustGet(t, receiver, "0", "1", refused.Shm.Name, refused).(map[string]any)["ids"].([]any)
+	if len(got) != 100 || got[99] != int64(99000) {
+		t.Fatalf("fallback payload: %d ids", len(got))
+	}
+}

@@ -136,33 +136,34 @@ func (c *SHM) putRing(from, to, key string, payload any) (d ring.Descriptor, ok 
 	limit := c.ring.MaxPayload(key)
 	p, err := frame.Prepare(payload, limit)
 	switch {
-	case err == nil && p.Tensors():
-		// A write that fails (only a payload mutated during Put) publishes
-		// nothing: the ring's earlier version of key stays as it was.
-		d, ok, err = c.ring.Put(from, to, key, ring.KindTensors, p.Size(), p.Write)
-		return d, ok, nil, err
-	case err == nil: // no tensors: the prepared bytes are the kind-0 form
-		plain = make([]byte, p.Size())
-		if err := p.Write(plain); err != nil {
-			return d, false, nil, err
+	case err == nil:
+		// A tensor frame, or without tensors the kind-0 bytes, written
+		// straight into ring memory (the ring refuses a frame over its limit
+		// before taking a lock). A write that fails (only a payload mutated
+		// during Put) publishes nothing: the earlier version stays.
+		kind := ring.KindBytes
+		if p.Tensors() {
+			kind = ring.KindTensors
 		}
+		if d, ok, err = c.ring.Put(from, to, key, kind, p.Size(), p.Write); ok || err != nil || p.Tensors() {
+			return d, ok, nil, err
+		}
+		// Refused: the per-key path needs the kind-0 bytes.
+		plain = make([]byte, p.Size())
+		return d, false, plain, p.Write(plain)
 	case errors.Is(err, frame.ErrTooLarge):
 		// The plain form may still fit (no frame header, no alignment), and
 		// the per-key path needs it anyway.
 		if plain, err = wire.Marshal(payload); err != nil {
 			return d, false, nil, err
 		}
-	default:
-		return d, false, nil, err
+		d, ok, err = c.ring.Put(from, to, key, ring.KindBytes, len(plain), func(dst []byte) error {
+			copy(dst, plain)
+			return nil
+		})
+		return d, ok, plain, err
 	}
-	if len(plain) > limit {
-		return d, false, plain, nil
-	}
-	d, ok, err = c.ring.Put(from, to, key, ring.KindBytes, len(plain), func(dst []byte) error {
-		copy(dst, plain)
-		return nil
-	})
-	return d, ok, plain, err
+	return d, false, nil, err
 }
 
 // putError wraps a failed put; one that failed because Close ran meanwhile
