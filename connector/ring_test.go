@@ -112,12 +112,23 @@ func TestOwnedTensorTreePreservesValuesShapesAndTypes(t *testing.T) {
 	}
 }
 
+// The seed's test_conjugate_tensor_and_scalar_finish: a complex tensor (the
+// resolved conjugate of [1+2j, 3-4j]) and a 0-d bool finish mark.
 func TestScalarFinish(t *testing.T) {
 	sender, receiver := openEdge(t, 4096)
-	mustPut(t, sender, "0", "1", "finish", map[string]any{"finished": tensor.Scalar(true)})
-	f := mustGet(t, receiver, "0", "1", "finish", nil).(map[string]any)["finished"].(*tensor.Tensor)
+	cond, _ := tensor.Zeros(tensor.Complex64, 2)
+	for i, v := range []float32{1, -2, 3, 4} {
+		putFloat32(cond.Data[4*i:], v)
+	}
+	want := cond.Clone()
+	mustPut(t, sender, "0", "1", "finish", map[string]any{"condition": cond, "finished": tensor.Scalar(true)})
+	m := mustGet(t, receiver, "0", "1", "finish", nil).(map[string]any)
+	f := m["finished"].(*tensor.Tensor)
 	if f.DType != tensor.Bool || len(f.Shape) != 0 || f.Data[0] != 1 {
 		t.Fatalf("finished = %v %v", f, f.Data)
+	}
+	if c := m["condition"].(*tensor.Tensor); !c.Equal(want) {
+		t.Fatalf("condition = %v %v", c, c.Data)
 	}
 }
 
