@@ -84,7 +84,7 @@ type Transport struct {
 	stats    counters
 
 	mu        sync.RWMutex
-	closed    bool
+	closed    atomic.Bool // set under mu; read without it on the poll path
 	producers map[edgeKey]*producer
 	disabled  map[edgeKey]bool
 	readers   map[string]*reader
@@ -92,12 +92,11 @@ type Transport struct {
 	edges     map[edgeKey]*edgeState
 	watch     *watcher
 	watchErr  error
+	usedDir   bool // this process made or used the ring directory as a producer
 
 	// Lock-free copies for the poll path, published under mu.
-	isClosed  atomic.Bool
 	edgeList  atomic.Pointer[[]*edgeState]
 	watchView atomic.Pointer[watcher]
-	usedDir   bool // this process made or used the ring directory as a producer
 }
 
 // producer is a ring this process owns.
@@ -271,7 +270,7 @@ func (p *producer) retire(key, prefix string) int {
 // the edge is disabled after a setup failure.
 func (t *Transport) producer(ek edgeKey) (*producer, error) {
 	t.mu.RLock()
-	p, closed, disabled := t.producers[ek], t.closed, t.disabled[ek]
+	p, closed, disabled := t.producers[ek], t.closed.Load(), t.disabled[ek]
 	t.mu.RUnlock()
 	switch {
 	case closed:
@@ -283,7 +282,7 @@ func (t *Transport) producer(ek edgeKey) (*producer, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	if t.closed.Load() {
 		return nil, ErrClosed
 	}
 	if p := t.producers[ek]; p != nil {
@@ -385,7 +384,7 @@ func (t *Transport) Get(from, to, key string, desc *Descriptor, decode func(kind
 		return nil, 0, false, nil
 	}
 	// The poll path reads only atomics and the readers' own mutexes.
-	if t.isClosed.Load() {
+	if t.closed.Load() {
 		return nil, 0, false, nil
 	}
 	var view *edgeView
@@ -530,14 +529,14 @@ func (t *Transport) getDescribed(key string, desc *Descriptor, decode func(Kind,
 		return nil, 0, false, fmt.Errorf("%w: %q", ErrName, desc.Name)
 	}
 	t.mu.RLock()
-	r, closed := t.readers[desc.Name], t.closed
+	r, closed := t.readers[desc.Name], t.closed.Load()
 	t.mu.RUnlock()
 	if closed {
 		return nil, 0, false, nil
 	}
 	if r == nil {
 		t.mu.Lock()
-		if t.closed {
+		if t.closed.Load() {
 			t.mu.Unlock()
 			return nil, 0, false, nil
 		}
@@ -686,7 +685,7 @@ func (t *Transport) watcherLocked() *watcher {
 // succeeded. Then the new rings are tried for key.
 func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (any, error), tried []*reader) (any, int, bool, error) {
 	t.mu.Lock()
-	if t.closed {
+	if t.closed.Load() {
 		t.mu.Unlock()
 		return nil, 0, false, nil
 	}
@@ -855,7 +854,7 @@ func (t *Transport) Refresh() {
 	// Holding mu keeps Close from closing the watcher's fds under the read.
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	if !t.closed && t.watch != nil {
+	if !t.closed.Load() && t.watch != nil {
 		t.watch.sync()
 	}
 }
@@ -935,7 +934,7 @@ func (t *Transport) Reap() {
 		p.mu.Unlock()
 	}
 	t.mu.Lock()
-	if !t.closed {
+	if !t.closed.Load() {
 		t.reapReadersLocked()
 	}
 	t.mu.Unlock()
@@ -946,12 +945,11 @@ func (t *Transport) Reap() {
 // rings (SPEC §9). Readers never unlink a producer's ring. Idempotent.
 func (t *Transport) Close() error {
 	t.mu.Lock()
-	if t.closed {
+	if t.closed.Load() {
 		t.mu.Unlock()
 		return nil
 	}
-	t.closed = true
-	t.isClosed.Store(true)
+	t.closed.Store(true)
 	t.edgeList.Store(nil)
 	producers, readers, w, usedDir := t.producers, t.order, t.watch, t.usedDir
 	t.producers, t.readers, t.order, t.edges = nil, nil, nil, nil
