@@ -78,6 +78,19 @@ func BenchmarkGetMiss(b *testing.B) {
 	}
 }
 
+// BenchmarkGetMissNoProducerYet is an empty poll before any producer of the
+// scope has made the ring directory: one stat per miss (SPEC §7), nothing
+// else.
+func BenchmarkGetMissNoProducerYet(b *testing.B) {
+	r := newTransport(b, shmtest.Scope(b), 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, ok, err := r.Get("0", "1", "missing", nil, noCopy); ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+}
+
 // BenchmarkCrossProcess is the latency from Put in this process to a
 // polling receiver process claiming the frame (p50/p99 reported).
 func BenchmarkCrossProcess(b *testing.B) {

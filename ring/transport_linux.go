@@ -712,11 +712,17 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 	var st unix.Stat_t
 	t.stats.dirStats.Add(1)
 	if err := unix.Stat(dir, &st); err != nil {
+		// No registry (yet, or any more): forget what was attached. While
+		// nothing was, a miss costs this one stat and nothing else.
+		changed := len(t.order) > 0
 		for _, e := range t.edges {
+			changed = changed || e.complete
 			e.complete = false
 		}
-		t.reapReadersLocked()
-		t.publishLocked()
+		if changed {
+			t.reapReadersLocked()
+			t.publishLocked()
+		}
 		t.mu.Unlock()
 		if err == unix.ENOENT {
 			return nil, 0, false, nil
