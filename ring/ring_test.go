@@ -234,8 +234,13 @@ func TestReplaceRetiresOldAndStaleDescriptorMisses(t *testing.T) {
 
 func TestCancelAndExactPrefix(t *testing.T) {
 	_, p, r := pair(t, 4096)
-	for _, key := range []string{"req_0_0", "req_0_1", "req_0_10other", "request_0_0", "exact"} {
+	for _, key := range []string{"req_0_0", "req_0_1", "req_0_10other", "request_0_0", "exact", "123", "12a"} {
 		mustPut(t, p, "0", "1", key, []byte(key))
+	}
+	// The empty prefix selects the all-digit keys, as the seed's isdigit
+	// and the per-key path do.
+	if n := p.CancelPrefix(""); n != 1 {
+		t.Fatalf(`CancelPrefix("") = %d, want 1`, n)
 	}
 	if n := p.CancelPrefix("req_0_"); n != 2 {
 		t.Fatalf("CancelPrefix = %d, want 2", n)
@@ -257,6 +262,8 @@ func TestCancelAndExactPrefix(t *testing.T) {
 	mustMiss(t, r, "0", "1", "exact", nil)
 	mustGet(t, r, "0", "1", "req_0_10other", nil)
 	mustGet(t, r, "0", "1", "request_0_0", nil)
+	mustMiss(t, r, "0", "1", "123", nil)
+	mustGet(t, r, "0", "1", "12a", nil)
 	mustPut(t, p, "0", "1", "next", codes(0))
 }
 

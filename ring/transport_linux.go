@@ -221,7 +221,7 @@ func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(ds
 	// Retire an earlier version under the lock every reader takes, before
 	// the new frame is published (SPEC §1 one publisher per key). The next
 	// put reclaims its space.
-	p.retire(key, "")
+	p.retire(key, false)
 	p.m.setHead(head + total)
 	p.ix.add(key, head)
 	p.ix.cursor = head + total
@@ -240,29 +240,37 @@ func (p *producer) reclaim() (uint64, error) {
 	return tail, nil
 }
 
-// retire marks the ready frame of key (or, with prefix, of every key that
-// is prefix + decimal digits) done and forgets it; the count of frames
-// retired. p.mu and the ring lock are held.
-func (p *producer) retire(key, prefix string) int {
+// each calls f on the indexed keys that s selects: s itself or, byPrefix,
+// every key that is s followed by decimal digits (SPEC §9: "" selects the
+// all-digit keys, as the seed's isdigit does); f returning false stops.
+// p.mu is held.
+func (p *producer) each(s string, byPrefix bool, f func(key string, pos uint64) bool) {
+	if !byPrefix {
+		if pos, ok := p.ix.byKey[s]; ok {
+			f(s, pos)
+		}
+		return
+	}
+	for k, pos := range p.ix.byKey {
+		if rest, ok := strings.CutPrefix(k, s); ok && scope.IsNumeric(rest) && !f(k, pos) {
+			return
+		}
+	}
+}
+
+// retire marks the ready frames of the keys s selects (see each) done and
+// forgets them; the count of frames retired. p.mu and the ring lock are
+// held.
+func (p *producer) retire(s string, byPrefix bool) int {
 	n := 0
-	take := func(k string, pos uint64) {
+	p.each(s, byPrefix, func(k string, pos uint64) bool {
 		delete(p.ix.byKey, k)
 		if f, err := readFrame(p.m.data, pos); err == nil && f.state == stateReady && f.kind != kindPadding {
 			markDone(p.m.data, pos)
 			n++
 		}
-	}
-	if prefix == "" {
-		if pos, ok := p.ix.byKey[key]; ok {
-			take(key, pos)
-		}
-		return n
-	}
-	for k, pos := range p.ix.byKey {
-		if rest, ok := strings.CutPrefix(k, prefix); ok && scope.IsNumeric(rest) {
-			take(k, pos)
-		}
-	}
+		return true
+	})
 	return n
 }
 
@@ -867,46 +875,28 @@ func (t *Transport) Refresh() {
 
 // Cancel retires this process's ready frame of key on every edge; the
 // number retired.
-func (t *Transport) Cancel(key string) int { return t.cancel(key, "") }
+func (t *Transport) Cancel(key string) int { return t.cancel(key, false) }
 
 // CancelPrefix retires this process's ready frames whose key is prefix
 // followed by decimal digits only (SPEC §9): "req_0_" matches "req_0_12",
 // not "req_0_1x" nor "request_0_1".
-func (t *Transport) CancelPrefix(prefix string) int {
-	if prefix == "" {
-		return 0
-	}
-	return t.cancel("", prefix)
-}
+func (t *Transport) CancelPrefix(prefix string) int { return t.cancel(prefix, true) }
 
-func (t *Transport) cancel(key, prefix string) int {
+func (t *Transport) cancel(s string, byPrefix bool) int {
 	n := 0
 	for _, p := range t.producerList() {
 		p.mu.Lock()
 		// Every ready frame of this process's ring is in its index: a ring
-		// that indexes no matching key is not locked (SPEC §9 puts that fall
+		// that indexes no selected key is not locked (SPEC §9 puts that fall
 		// back cancel on every edge).
-		if p.indexes(key, prefix) {
-			t.lockAndReclaim(p, func() { n += p.retire(key, prefix) })
+		indexed := false
+		p.each(s, byPrefix, func(string, uint64) bool { indexed = true; return false })
+		if indexed {
+			t.lockAndReclaim(p, func() { n += p.retire(s, byPrefix) })
 		}
 		p.mu.Unlock()
 	}
 	return n
-}
-
-// indexes reports whether p's index holds key, or with prefix a key that
-// prefix + decimal digits matches. p.mu is held.
-func (p *producer) indexes(key, prefix string) bool {
-	if prefix == "" {
-		_, ok := p.ix.byKey[key]
-		return ok
-	}
-	for k := range p.ix.byKey {
-		if rest, ok := strings.CutPrefix(k, prefix); ok && scope.IsNumeric(rest) {
-			return true
-		}
-	}
-	return false
 }
 
 // lockAndReclaim runs f under p's ring lock, then reclaims; p.mu is held.
