@@ -314,27 +314,27 @@ func (e *encoder) tensor(t *tensor.Tensor) error {
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
-	e.marker(keyTensor)
-	e.buf = append(e.buf, `{"data":`...)
-	e.base64(t.Data)
-	e.buf = append(e.buf, `,"dtype":`...)
-	e.buf = appendString(e.buf, t.DType.String())
-	e.shape(t.Shape)
-	e.buf = append(e.buf, "}}"...)
+	e.leaf(keyTensor, `,"dtype":`, t.DType.String(), t.Shape, t.Data)
 	return nil
+}
+
+// leaf writes {"$marker": {"data": base64, "<name>": name, "shape": [...]}},
+// keys sorted as everywhere in the JSON form.
+func (e *encoder) leaf(marker, nameField, name string, shape []int, data []byte) {
+	e.marker(marker)
+	e.buf = append(e.buf, `{"data":`...)
+	e.base64(data)
+	e.buf = append(e.buf, nameField...)
+	e.buf = appendString(e.buf, name)
+	e.shape(shape)
+	e.buf = append(e.buf, "}}"...)
 }
 
 func (e *encoder) array(a *tensor.Array) error {
 	if err := a.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
-	e.marker(keyNDArray)
-	e.buf = append(e.buf, `{"data":`...)
-	e.base64(a.Data)
-	e.buf = append(e.buf, `,"dtype":`...)
-	e.buf = appendString(e.buf, a.DType)
-	e.shape(a.Shape)
-	e.buf = append(e.buf, "}}"...)
+	e.leaf(keyNDArray, `,"dtype":`, a.DType, a.Shape, a.Data)
 	return nil
 }
 
@@ -342,13 +342,7 @@ func (e *encoder) image(m *tensor.Image) error {
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
-	e.marker(keyImage)
-	e.buf = append(e.buf, `{"data":`...)
-	e.base64(m.Data)
-	e.buf = append(e.buf, `,"mode":`...)
-	e.buf = appendString(e.buf, m.Mode)
-	e.shape(m.Shape)
-	e.buf = append(e.buf, "}}"...)
+	e.leaf(keyImage, `,"mode":`, m.Mode, m.Shape, m.Data)
 	return nil
 }
 
