@@ -32,7 +32,8 @@ import (
 // health, error), prints the figures, and fails when a chunk was lost,
 // duplicated or reclaimed undelivered, or when the run left anything in
 // /dev/shm. No stage outlives it: they die with the parent (death signal,
-// closed stdin) and the parent kills them all when one fails.
+// closed stdin) and the parent stops them all when one fails or it is
+// interrupted.
 func init() {
 	register(command{
 		name:    "demo",
@@ -46,6 +47,8 @@ const (
 	maxDemoChunks    = 10_000_000
 	demoStartTimeout = 30 * time.Second // for the stages to open their connectors, or to exit
 	demoIdleTimeout  = time.Minute      // with no event from any stage (stage 2 reports progress every 50ms)
+	demoStopGrace    = 10 * time.Second // for a stage asked to stop to clean up and exit before it is killed
+	demoShownLeft    = 5                // leftover names a report lists before it counts the rest
 )
 
 // demoRun is the parent's view of one run.
@@ -127,15 +130,17 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 		return inv.fail(err)
 	}
 	report, err := run.execute(ctx, inv.err)
-	left := run.leftovers()
-	if len(left) > 0 {
-		msg := fmt.Errorf("left in /dev/shm (now removed): %s", strings.Join(left, " "))
-		err = errors.Join(err, msg)
+	if left := run.leftovers(); len(left) > 0 {
 		for _, n := range left {
 			os.RemoveAll(filepath.Join(scope.ShmDir, n))
 		}
+		err = errors.Join(err, fmt.Errorf("left %d entries in /dev/shm (now removed): %s", len(left), shortList(left, demoShownLeft)))
 	}
 	fmt.Fprint(inv.out, report)
+	if err != nil && ctx.Err() != nil {
+		inv.fail(fmt.Errorf("interrupted: %w", err))
+		return exitInterrupted
+	}
 	if err != nil {
 		return inv.fail(err)
 	}
@@ -144,9 +149,9 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 }
 
 // execute starts the stages, runs the pipeline and returns the report. On
-// any failure every stage still running is killed before it returns.
+// any failure every stage still running is stopped before it returns.
 func (d *demoRun) execute(ctx context.Context, progress io.Writer) (string, error) {
-	defer d.killAll()
+	defer d.stopAll()
 	exe, err := os.Executable()
 	if err != nil {
 		return "", err
@@ -311,9 +316,14 @@ func (d *demoRun) tell(line string) error {
 	return nil
 }
 
-// killAll kills and reaps every stage still running: no stage outlives
-// the demo, whatever happened.
-func (d *demoRun) killAll() {
+// stopAll stops and reaps every stage still running: no stage outlives
+// the demo, whatever happened. It asks first (SIGINT and a closed stdin:
+// the stage cancels its work and closes its connector, which removes what
+// it made) and kills only the stages still running after demoStopGrace, so
+// an interrupted run leaves /dev/shm clean rather than to the parent's
+// sweep.
+func (d *demoRun) stopAll() {
+	var running []*stageChild
 	for _, c := range d.stages {
 		if c == nil {
 			continue
@@ -323,16 +333,23 @@ func (d *demoRun) killAll() {
 			continue
 		default:
 		}
-		c.cmd.Process.Kill()
+		c.cmd.Process.Signal(os.Interrupt)
 		c.stdin.Close()
-		// Drain events so the stdout reader can finish and Wait return.
-		for {
+		running = append(running, c)
+	}
+	grace := time.NewTimer(demoStopGrace)
+	defer grace.Stop()
+	for _, c := range running {
+		for waiting := true; waiting; {
 			select {
 			case <-c.exited:
-			case <-d.events:
-				continue
+				waiting = false
+			case <-d.events: // drained, so the stdout readers can finish and Wait return
+			case <-grace.C:
+				for _, c := range running {
+					c.cmd.Process.Kill()
+				}
 			}
-			break
 		}
 	}
 }
@@ -355,6 +372,15 @@ func (d *demoRun) leftovers() []string {
 		}
 	}
 	return left
+}
+
+// shortList joins the first n names and counts the rest: a run killed
+// mid-stream can leave thousands of segments.
+func shortList(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, " ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], " "), len(names)-n)
 }
 
 func drawProgress(w io.Writer, chunks, total, requests, allRequests int) {

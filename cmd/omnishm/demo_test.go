@@ -194,3 +194,68 @@ func TestDemoStagesDieWithParent(t *testing.T) {
 		os.RemoveAll(filepath.Join(scope.ShmDir, n))
 	}
 }
+
+// TestDemoInterrupted: SIGINT to the parent mid-stream (as Ctrl-C would
+// deliver, or a supervisor to the parent alone) stops every stage, which
+// cleans up after itself: the run exits 130 and nothing needed sweeping.
+func TestDemoInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs four processes")
+	}
+	bin := buildOmnishm(t)
+	cmd := exec.Command(bin, "demo", "--requests", "2", "--chunks", "1000000", "--out", t.TempDir())
+	stderrPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// The pid line, then the first progress bar ("\r[...] N/M chunks"):
+	// the stages are streaming.
+	type head struct {
+		line string
+		err  error
+	}
+	got := make(chan head, 1)
+	stderr := bufio.NewReader(stderrPipe)
+	go func() {
+		line, err := stderr.ReadString('\n')
+		if err == nil {
+			_, err = stderr.ReadString('\r')
+		}
+		if err == nil {
+			_, err = stderr.ReadString('\r')
+		}
+		got <- head{line, err}
+	}()
+	var h head
+	select {
+	case h = <-got:
+	case <-time.After(patience):
+		t.Fatal("no progress from the demo")
+	}
+	if h.err != nil {
+		t.Fatalf("demo stderr: %v", h.err)
+	}
+	pids, sc, id := stagePIDs(t, h.line)
+	cmd.Process.Signal(os.Interrupt)
+	rest, _ := io.ReadAll(stderr)
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitInterrupted {
+		t.Fatalf("interrupted demo: %v, want exit %d\nstderr:\n%s", err, exitInterrupted, rest)
+	}
+	if !strings.Contains(string(rest), "omnishm demo: interrupted") || strings.Contains(string(rest), "left") {
+		t.Fatalf("stderr does not say interrupted, or says something was left:\n%s", rest)
+	}
+	for _, pid := range pids {
+		if !gone(pid) {
+			t.Errorf("stage pid %d still running", pid)
+		}
+	}
+	if left := demoLeftovers(t, sc, id); len(left) > 0 {
+		t.Fatalf("left in /dev/shm: %v", left)
+	}
+}
