@@ -40,11 +40,16 @@ func Main(m *testing.M, roles map[string]func(args []string) int) {
 		os.Exit(fn(os.Args[len(os.Args)-childArgs():]))
 	}
 	code := m.Run()
-	if left := Leftovers(); len(left) > 0 {
+	left, err := leftovers()
+	switch {
+	case err != nil:
+		// A check that cannot look must not pass.
+		fmt.Fprintf(os.Stderr, "shmtest: cannot check /dev/shm for leftovers: %v\n", err)
+	case len(left) > 0:
 		fmt.Fprintf(os.Stderr, "shmtest: tests left files in /dev/shm: %v\n", left)
-		if code == 0 {
-			code = 1
-		}
+	}
+	if code == 0 && (err != nil || len(left) > 0) {
+		code = 1
 	}
 	os.Exit(code)
 }
@@ -69,11 +74,16 @@ func Scope(t testing.TB) string {
 }
 
 // Leftovers lists the /dev/shm entries that belong to this process's keys and
-// scopes.
+// scopes (none when /dev/shm cannot be listed; Main fails the run then).
 func Leftovers() []string {
+	left, _ := leftovers()
+	return left
+}
+
+func leftovers() ([]string, error) {
 	entries, err := os.ReadDir(scope.ShmDir)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	mu.Lock()
 	var names []scope.Names
@@ -95,23 +105,31 @@ func Leftovers() []string {
 			}
 		}
 	}
-	return left
+	return left, nil
 }
 
 // Proc is a child process running one role of the test binary. Lines it
 // writes to stdout are read with Line; lines sent with Send reach its stdin.
 type Proc struct {
-	Cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines chan string
-	done  chan struct{}
-	err   error
+	Cmd *exec.Cmd
+	in  io.WriteCloser
+	// Stdout is read into queue as it comes, however many lines the test
+	// leaves unread, so the child never blocks on a full pipe and Wait,
+	// Kill and the cleanup always see it exit.
+	mu      sync.Mutex
+	queue   []string
+	eof     bool
+	readErr error         // why stdout stopped being read as lines, if not EOF
+	more    chan struct{} // holds a token when a line was queued or stdout ended
+	done    chan struct{}
+	err     error
 }
 
+// childArgs is how many of a child's trailing arguments are its role's.
 func childArgs() int {
 	n := 0
 	fmt.Sscan(os.Getenv(roleEnv+"_ARGS"), &n)
-	return n
+	return min(max(n, 0), len(os.Args)-1)
 }
 
 // Start re-runs the test binary as a child in role with args. The child is
@@ -132,14 +150,21 @@ func Start(t testing.TB, role string, args ...string) *Proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &Proc{Cmd: cmd, in: in, lines: make(chan string, 1024), done: make(chan struct{})}
+	p := &Proc{Cmd: cmd, in: in, more: make(chan struct{}, 1), done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 64<<20)
 		for sc.Scan() {
-			p.lines <- sc.Text()
+			p.mu.Lock()
+			p.queue = append(p.queue, sc.Text())
+			p.mu.Unlock()
+			p.wake()
 		}
-		close(p.lines)
+		p.mu.Lock()
+		p.eof, p.readErr = true, sc.Err()
+		p.mu.Unlock()
+		p.wake()
+		io.Copy(io.Discard, out) // past an over-long line, so the child can still exit
 		// Wait closes the pipe: only call it once every line has been read,
 		// or a child's last words before exiting could be lost.
 		p.err = cmd.Wait()
@@ -156,19 +181,44 @@ func Start(t testing.TB, role string, args ...string) *Proc {
 	return p
 }
 
+func (p *Proc) wake() {
+	select {
+	case p.more <- struct{}{}:
+	default:
+	}
+}
+
 // Line returns the child's next stdout line, failing the test after timeout.
 func (p *Proc) Line(t testing.TB, timeout time.Duration) string {
 	t.Helper()
-	select {
-	case l, ok := <-p.lines:
-		if !ok {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		if len(p.queue) > 0 {
+			l := p.queue[0]
+			p.queue = p.queue[1:]
+			rest := len(p.queue)
+			p.mu.Unlock()
+			if rest > 0 {
+				p.wake() // for another goroutine waiting in Line
+			}
+			return l
+		}
+		eof, readErr := p.eof, p.readErr
+		p.mu.Unlock()
+		switch {
+		case eof && readErr != nil:
+			t.Fatalf("child %d: reading its stdout: %v", p.Cmd.Process.Pid, readErr)
+		case eof:
 			t.Fatalf("child %d ended without a line", p.Cmd.Process.Pid)
 		}
-		return l
-	case <-time.After(timeout):
-		t.Fatalf("child %d: no line within %v", p.Cmd.Process.Pid, timeout)
+		select {
+		case <-p.more:
+		case <-deadline.C:
+			t.Fatalf("child %d: no line within %v", p.Cmd.Process.Pid, timeout)
+		}
 	}
-	return ""
 }
 
 // Send writes one line to the child's stdin.
