@@ -33,6 +33,10 @@ type decodeState struct {
 	b       []byte
 	pos     int
 	depth   int
+	// pending counts the items that open arrays and maps still owe, each at
+	// least one byte: nested containers that each declare the whole rest of
+	// the input would otherwise allocate depth times its size.
+	pending int
 }
 
 func corrupt(format string, args ...any) error {
@@ -78,14 +82,14 @@ func (s *decodeState) uint(n int) (uint64, error) {
 	return binary.BigEndian.Uint64(p), nil
 }
 
-// length reads an n-byte length and checks it against the bytes left, each
-// item taking at least itemMin bytes, so a forged length never allocates.
-func (s *decodeState) length(n, itemMin int) (int, error) {
+// length reads an n-byte length and checks it against the bytes left, so a
+// forged length never allocates (containers check their items in enter).
+func (s *decodeState) length(n int) (int, error) {
 	l, err := s.uint(n)
 	if err != nil {
 		return 0, err
 	}
-	if l > uint64(len(s.b)-s.pos)/uint64(itemMin) {
+	if l > uint64(len(s.b)-s.pos) {
 		return 0, corrupt("length %d past the end at offset %d", l, s.pos)
 	}
 	return int(l), nil
@@ -117,7 +121,7 @@ func (s *decodeState) value() (any, error) {
 	case codeTrue:
 		return true, nil
 	case codeBin8, codeBin16, codeBin32:
-		n, err := s.length(1<<(c-codeBin8), 1)
+		n, err := s.length(1 << (c - codeBin8))
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +131,7 @@ func (s *decodeState) value() (any, error) {
 		}
 		return append([]byte{}, p...), nil
 	case codeExt8, codeExt16, codeExt32:
-		n, err := s.length(1<<(c-codeExt8), 1)
+		n, err := s.length(1 << (c - codeExt8))
 		if err != nil {
 			return nil, err
 		}
@@ -162,19 +166,19 @@ func (s *decodeState) value() (any, error) {
 		u, err := s.uint(8)
 		return int64(u), err
 	case codeStr8, codeStr16, codeStr32:
-		n, err := s.length(1<<(c-codeStr8), 1)
+		n, err := s.length(1 << (c - codeStr8))
 		if err != nil {
 			return nil, err
 		}
 		return s.str(n)
 	case codeArray16, codeArray32:
-		n, err := s.length(2<<(c-codeArray16), 1)
+		n, err := s.length(2 << (c - codeArray16))
 		if err != nil {
 			return nil, err
 		}
 		return s.list(n)
 	case codeMap16, codeMap32:
-		n, err := s.length(2<<(c-codeMap16), 2)
+		n, err := s.length(2 << (c - codeMap16))
 		if err != nil {
 			return nil, err
 		}
@@ -234,25 +238,30 @@ func (s *decodeState) ext(n int) (any, error) {
 	return Ext{Code: code, Data: append([]byte{}, p...)}, nil
 }
 
-func (s *decodeState) enter() error {
+// enter opens a container of items values (two per map entry), checking
+// them, with everything the enclosing containers still owe, against the
+// bytes left before anything is allocated for them.
+func (s *decodeState) enter(items int) error {
 	s.depth++
 	if s.depth > maxDepth {
 		return corrupt("nesting deeper than %d", maxDepth)
 	}
+	if items > len(s.b)-s.pos-s.pending {
+		return corrupt("container of %d values past the end at offset %d", items, s.pos)
+	}
+	s.pending += items
 	return nil
 }
 
 func (s *decodeState) list(n int) (any, error) {
-	if err := s.enter(); err != nil {
+	if err := s.enter(n); err != nil {
 		return nil, err
-	}
-	if n > len(s.b)-s.pos {
-		return nil, corrupt("array of %d past the end", n)
 	}
 	out := make([]any, n)
 	var ints slab[int64]
 	var floats slab[float64]
 	for i := range out {
+		s.pending--
 		// Numbers the runtime would box one allocation each go to a slab.
 		if s.pos < len(s.b) {
 			switch c := s.b[s.pos]; {
@@ -288,11 +297,8 @@ func (s *decodeState) list(n int) (any, error) {
 }
 
 func (s *decodeState) mapOf(n int) (any, error) {
-	if err := s.enter(); err != nil {
+	if err := s.enter(2 * n); err != nil {
 		return nil, err
-	}
-	if n > (len(s.b)-s.pos)/2 {
-		return nil, corrupt("map of %d past the end", n)
 	}
 	var out any
 	var err error
@@ -323,11 +329,13 @@ func (s *decodeState) orderedMap(n int) (Map, error) {
 	for i := range m {
 		var k any
 		var err error
+		s.pending--
 		if ks, ok := s.stringKey(); ok {
 			k = ks
 		} else if k, err = s.value(); err != nil {
 			return nil, err
 		}
+		s.pending--
 		v, err := s.value()
 		if err != nil {
 			return nil, err
@@ -341,9 +349,10 @@ func (s *decodeState) orderedMap(n int) (Map, error) {
 // that is not a string. Later duplicates win, as in a Python dict. marked
 // reports a key that may be a leaf marker.
 func (s *decodeState) goMap(n int) (_ any, marked bool, _ error) {
-	m := make(map[string]any, n)
+	var m map[string]any // made at the first string key: one map, not two
 	var generic map[any]any
 	for range n {
+		s.pending--
 		ks, isString := s.stringKey()
 		var k any
 		if !isString {
@@ -353,6 +362,7 @@ func (s *decodeState) goMap(n int) (_ any, marked bool, _ error) {
 			}
 			ks, isString = k.(string)
 		}
+		s.pending--
 		v, err := s.value()
 		if err != nil {
 			return nil, false, err
@@ -361,6 +371,9 @@ func (s *decodeState) goMap(n int) (_ any, marked bool, _ error) {
 			marked = true
 		}
 		if isString && generic == nil {
+			if m == nil {
+				m = make(map[string]any, n)
+			}
 			m[ks] = v
 			continue
 		}
@@ -382,6 +395,9 @@ func (s *decodeState) goMap(n int) (_ any, marked bool, _ error) {
 	}
 	if generic != nil {
 		return generic, false, nil // leaves are maps of string keys
+	}
+	if m == nil {
+		m = map[string]any{}
 	}
 	return m, marked, nil
 }
