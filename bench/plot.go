@@ -71,6 +71,14 @@ func Plot(path string, r Report) error {
 	if err := plotutil.AddLinePoints(p, args...); err != nil {
 		return fmt.Errorf("bench: plot: %w", err)
 	}
+	// One size (a --payload run) or one latency leaves an axis with no
+	// width, which the plot widens by ±1: to zero or below on a log axis,
+	// where it panics. Widen it by a factor instead.
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		if a.Min == a.Max {
+			a.Min, a.Max = a.Min/2, a.Max*2
+		}
+	}
 	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
 		return fmt.Errorf("bench: plot: %w", err)
 	}

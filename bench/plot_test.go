@@ -33,6 +33,17 @@ func TestPlot(t *testing.T) {
 	if err := Plot(filepath.Join(dir, "l.pdf"), r); !errors.Is(err, ErrPlotFormat) {
 		t.Errorf("pdf: %v", err)
 	}
+	// One payload and one latency (bench --payload with one transport):
+	// both axes have a single value, the y one below 1 µs.
+	one := Report{Mode: "pair", Results: []Result{{Transport: "ring", Size: 1, P50Us: 0.5}}}
+	for _, name := range []string{"one.svg", "one.png"} {
+		if err := Plot(filepath.Join(dir, name), one); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: not written: %v", name, err)
+		}
+	}
 	if err := Plot(filepath.Join(dir, "e.svg"), Report{}); err == nil {
 		t.Error("empty report plotted")
 	}
