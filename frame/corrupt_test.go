@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -72,6 +73,25 @@ func TestDecodeCorrupt(t *testing.T) {
 				t.Fatalf("err = %v, want ErrCorrupt", err)
 			}
 		})
+	}
+}
+
+// Descriptors that all name the whole data area of a large frame would each
+// get their own copy of it: refused before anything is copied.
+func TestOverlappingRegionsRefused(t *testing.T) {
+	const data, count = 128 << 10, 2000
+	header := "93 dc" + fmt.Sprintf("%04x", count) +
+		strings.Repeat("93a575696e7438 91ce00020000 00 ", count) + refTree + nonceHex
+	b := build(header, data)
+	var before, after testingMem
+	before.read()
+	_, err := frame.Decode(b)
+	after.read()
+	if !errors.Is(err, frame.ErrCorrupt) {
+		t.Fatalf("err = %v, want ErrCorrupt", err)
+	}
+	if got := after.bytes - before.bytes; got > 1<<20 {
+		t.Fatalf("refusing a %d-byte frame allocated %d bytes", len(b), got)
 	}
 }
 

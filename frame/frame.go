@@ -220,11 +220,17 @@ func Decode(b []byte) (any, error) {
 	descs := small[:0]
 	// Every tensor's shape is a window of one dimension list.
 	dims := make([]int, 0, 2*count)
-	extent := 0
+	extent, total := 0, 0
 	for i := range count {
 		d, err := h.descriptor(&dims, len(data))
 		if err != nil {
 			return nil, fmt.Errorf("descriptor %d: %w", i, err)
+		}
+		// A writer's regions are disjoint, so they total at most the data
+		// area; overlapping ones would make a large frame's per-tensor
+		// copies (below) a multiple of its size.
+		if total += d.size; total > len(data) {
+			return nil, corrupt("descriptor %d: tensors total more than the %d-byte data area", i, len(data))
 		}
 		extent = max(extent, d.offset+d.size)
 		descs = append(descs, d)
