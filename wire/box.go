@@ -5,10 +5,10 @@ import "unsafe"
 // Token and score lists are the bulk of tensor-free payloads (the seed's
 // prompt_token_ids). Boxing each int64 or float64 into an interface costs
 // one allocation per element; instead a list's numbers live in one slab it
-// owns, and each interface points at its element. An interface holding a
-// non-pointer value is exactly (type word, pointer to the value), and the
-// slab is never written after the element is set, so the result is an
-// ordinary, immutable interface value that keeps the slab alive.
+// owns, and each interface points at its element.
+//
+// Sound: an interface holding an int64/float64 is (its type word, pointer to the value); the
+// slab escapes to the heap, interior pointers keep it alive, no boxed element is written again.
 
 type eface struct {
 	typ  unsafe.Pointer
