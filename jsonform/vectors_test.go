@@ -6,78 +6,29 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"omnishm/frame"
+	"omnishm/internal/vectortest"
 	"omnishm/jsonform"
 	"omnishm/wire"
 )
 
-const vectors = "../testdata/vectors"
-
-// vectorCase is one entry of index.json.
-type vectorCase struct {
-	name                                 string
-	JSON, Msgpack, Frame, MsgpackRefused string
-	FrameIsPlainMsgpack                  bool
-}
-
-func loadIndex(t *testing.T) []vectorCase {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(vectors, "index.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var index map[string]struct {
-		JSON                string `json:"json"`
-		Msgpack             string `json:"msgpack"`
-		Frame               string `json:"frame"`
-		MsgpackRefused      string `json:"msgpack_refused"`
-		FrameIsPlainMsgpack bool   `json:"frame_is_plain_msgpack"`
-		Bin                 string `json:"bin"`
-	}
-	if err := json.Unmarshal(raw, &index); err != nil {
-		t.Fatal(err)
-	}
-	var cases []vectorCase
-	for name, c := range index {
-		if c.Bin != "" || c.JSON == "" {
-			continue // the ring file, not a payload
-		}
-		cases = append(cases, vectorCase{name, c.JSON, c.Msgpack, c.Frame, c.MsgpackRefused, c.FrameIsPlainMsgpack})
-	}
-	if len(cases) < 25 {
-		t.Fatalf("index.json lists only %d payload cases", len(cases))
-	}
-	return cases
-}
-
-func readVector(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(vectors, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestVectorsMsgpack: each C.msgpack, decoded by wire, prints as C.json;
 // and C.json, read by jsonform and encoded by wire, decodes to the same.
 func TestVectorsMsgpack(t *testing.T) {
-	for _, c := range loadIndex(t) {
+	for _, c := range vectortest.LoadIndex(t) {
 		if c.Msgpack == "" {
 			if c.MsgpackRefused == "" {
-				t.Errorf("%s: neither msgpack nor msgpack_refused", c.name)
+				t.Errorf("%s: neither msgpack nor msgpack_refused", c.Name)
 			}
 			continue
 		}
-		t.Run(c.name, func(t *testing.T) {
-			want := readVector(t, c.JSON)
-			v, err := wire.Unmarshal(readVector(t, c.Msgpack))
+		t.Run(c.Name, func(t *testing.T) {
+			want := vectortest.Read(t, c.JSON)
+			v, err := wire.Unmarshal(vectortest.Read(t, c.Msgpack))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,14 +165,14 @@ func TestSameNumber(t *testing.T) {
 // C.json, read by jsonform and laid out by frame.Prepare, decodes to the
 // same. A tensor-free case has no frame form: Prepare gives its msgpack.
 func TestVectorsFrame(t *testing.T) {
-	for _, c := range loadIndex(t) {
+	for _, c := range vectortest.LoadIndex(t) {
 		if c.Frame == "" && !c.FrameIsPlainMsgpack {
 			continue
 		}
-		t.Run(c.name, func(t *testing.T) {
-			want := readVector(t, c.JSON)
+		t.Run(c.Name, func(t *testing.T) {
+			want := vectortest.Read(t, c.JSON)
 			if c.Frame != "" {
-				v, err := frame.Decode(readVector(t, c.Frame))
+				v, err := frame.Decode(vectortest.Read(t, c.Frame))
 				if err != nil {
 					t.Fatal(err)
 				}

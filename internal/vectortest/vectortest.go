@@ -25,14 +25,18 @@ import (
 // module (where go test runs that package's tests).
 const Dir = "../testdata/vectors"
 
-// Case is one entry of index.json.
+// Case is one entry of index.json (README.md there says what each holds).
 type Case struct {
-	Name    string
-	Msgpack string `json:"msgpack"`
-	Frame   string `json:"frame"`
-	JSON    string `json:"json"`
+	Name                string
+	Msgpack             string `json:"msgpack"`
+	Frame               string `json:"frame"`
+	JSON                string `json:"json"`
+	MsgpackRefused      string `json:"msgpack_refused"`
+	FrameIsPlainMsgpack bool   `json:"frame_is_plain_msgpack"`
 }
 
+// LoadIndex returns the payload cases of index.json sorted by name (entries
+// named with a leading underscore, the ring file, are not payloads).
 func LoadIndex(t testing.TB) []Case {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(Dir, "index.json"))
@@ -55,9 +59,13 @@ func LoadIndex(t testing.TB) []Case {
 		cases = append(cases, c)
 	}
 	sort.Slice(cases, func(i, j int) bool { return cases[i].Name < cases[j].Name })
+	if len(cases) < 30 { // README.md lists 30: a short index must not pass vacuously
+		t.Fatalf("index.json lists only %d payload cases", len(cases))
+	}
 	return cases
 }
 
+// Read returns the content of the vector file name.
 func Read(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(Dir, name))
