@@ -2,13 +2,15 @@ package jsonform
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
-// FuzzUnmarshal: any input gives a value or an error, never a panic, and a
-// value read is printed in a form that reads back to the same text.
+// FuzzUnmarshal: any input gives a value or an error wrapping ErrInvalid,
+// never a panic, and a value read is printed in a form that reads back to
+// the same text.
 func FuzzUnmarshal(f *testing.F) {
 	files, _ := filepath.Glob("../testdata/vectors/*.json")
 	for _, name := range files {
@@ -22,6 +24,9 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		v, err := Unmarshal(in)
 		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Unmarshal(%q): error %v does not wrap ErrInvalid", in, err)
+			}
 			return
 		}
 		first, err := Marshal(v)
