@@ -38,6 +38,10 @@ const (
 // the command re-runs its own binary with it set (a hidden role).
 const benchReceiverEnv = "OMNISHM_BENCH_RECEIVER"
 
+// benchStopGrace bounds how long an interrupted receiver may take to clean
+// up before it is killed.
+const benchStopGrace = 10 * time.Second
+
 // Bench edges: numeric stage ids, so the ring and wakeups are used.
 const benchFrom, benchTo = "0", "1"
 
@@ -504,13 +508,29 @@ func (p *benchPeer) finish() error {
 	return nil
 }
 
+// stop ends a receiver that finish did not: an interrupted or failed run.
+// It asks first (SIGINT: the receiver's Recv returns and it closes its
+// connectors, removing its wake FIFO) and kills it only after
+// benchStopGrace, so an interrupted bench leaves /dev/shm clean.
 func (p *benchPeer) stop() {
-	if p.cmd != nil {
-		p.in.Close()
-		p.sock.Close()
-		p.cmd.Process.Kill()
-		p.cmd.Wait()
+	if p.cmd == nil {
+		return
 	}
+	p.in.Close()
+	p.sock.Close()
+	p.cmd.Process.Signal(os.Interrupt)
+	exited := make(chan struct{})
+	go func() {
+		p.cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(benchStopGrace):
+		p.cmd.Process.Kill()
+		<-exited
+	}
+	p.cmd = nil
 }
 
 // benchReceiver is the receiver process: it serves the parent's requests

@@ -6,7 +6,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+
+	"omnishm/internal/shmtest"
+	"omnishm/scope"
 )
 
 // benchJSON runs bench with --json and returns the parsed results, checking
@@ -104,5 +108,34 @@ func TestBenchPair(t *testing.T) {
 	res = benchJSON(t, "pair", "--count", "2", "--payload", payload, "--transports", "perkey")
 	if len(res) != 1 || res[0]["transport"] != "perkey" || res[0]["size"].(float64) < 100 {
 		t.Errorf("--payload results %v", res)
+	}
+}
+
+// TestBenchInterrupted: SIGINT mid-run stops the receiver process too,
+// which removes its wake FIFO: the scope is left empty, and the status is 130.
+func TestBenchInterrupted(t *testing.T) {
+	s := opsScope(t)
+	p := startCLI(t, nil, "bench", "--mode", "latency", "--scope", s, "--count", "10000000", "--sizes", "512", "--transports", "ring")
+	shmtest.Eventually(t, patience, "the bench to start timing", func() bool {
+		return strings.Contains(p.errText(), "omnishm bench: ring 512...")
+	})
+	p.signal(syscall.SIGINT)
+	if code := p.wait(t); code != exitInterrupted {
+		t.Fatalf("bench exited %d after SIGINT, want %d; stderr %q", code, exitInterrupted, p.errText())
+	}
+	names := scope.New(s)
+	var left []string
+	for _, dir := range []string{names.WakeDir, names.RingDir()} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			left = append(left, filepath.Join(dir, e.Name()))
+		}
+	}
+	if rings, _ := filepath.Glob(filepath.Join(scope.ShmDir, names.RingPrefix()+"*")); len(rings) > 0 {
+		left = append(left, rings...)
+	}
+	if len(left) > 0 {
+		sweepAfterKills(t, s)
+		t.Fatalf("interrupted bench left %v", left)
 	}
 }
