@@ -26,7 +26,7 @@ func (a *Array) Validate() error {
 
 // Equal reports whether two arrays have the same dtype, shape and bytes.
 func (a *Array) Equal(o *Array) bool {
-	return a.DType == o.DType && shapeEqual(a.Shape, o.Shape) && string(a.Data) == string(o.Data)
+	return a.DType == o.DType && slices.Equal(a.Shape, o.Shape) && string(a.Data) == string(o.Data)
 }
 
 // NumpyItemSize parses a numpy dtype string ("<f4", "|u1", ">i8", "<c16")
@@ -91,17 +91,5 @@ func (m *Image) Validate() error {
 
 // Equal reports whether two images have the same mode, shape and bytes.
 func (m *Image) Equal(o *Image) bool {
-	return m.Mode == o.Mode && shapeEqual(m.Shape, o.Shape) && string(m.Data) == string(o.Data)
-}
-
-func shapeEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return m.Mode == o.Mode && slices.Equal(m.Shape, o.Shape) && string(m.Data) == string(o.Data)
 }

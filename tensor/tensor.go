@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"unsafe"
 )
 
@@ -71,15 +72,7 @@ func (t *Tensor) Equal(o *Tensor) bool {
 	if t == nil || o == nil {
 		return t == o
 	}
-	if t.DType != o.DType || len(t.Shape) != len(o.Shape) || string(t.Data) != string(o.Data) {
-		return false
-	}
-	for i := range t.Shape {
-		if t.Shape[i] != o.Shape[i] {
-			return false
-		}
-	}
-	return true
+	return t.DType == o.DType && slices.Equal(t.Shape, o.Shape) && string(t.Data) == string(o.Data)
 }
 
 func (t *Tensor) String() string {
