@@ -245,11 +245,17 @@ func (s *encodeState) tensor(b []byte, t *tensor.Tensor) ([]byte, error) {
 		}
 		return appendExt(b, ext.Code, ext.Data), nil
 	}
+	return appendLeaf(b, tensorMarker, "dtype", t.DType.String(), t.Shape, t.Data), nil
+}
+
+// appendLeaf writes a marker map {marker: true, nameKey: name, "shape",
+// "data"} in the order OmniSerializer writes it (SPEC §5).
+func appendLeaf(b []byte, marker, nameKey, name string, shape []int, data []byte) []byte {
 	b = appendMapHeader(b, 4)
-	b = appendBool(AppendString(b, tensorMarker), true)
-	b = AppendString(AppendString(b, "dtype"), t.DType.String())
-	b = appendShape(AppendString(b, "shape"), t.Shape)
-	return appendBin(AppendString(b, "data"), t.Data), nil
+	b = appendBool(AppendString(b, marker), true)
+	b = AppendString(AppendString(b, nameKey), name)
+	b = appendShape(AppendString(b, "shape"), shape)
+	return appendBin(AppendString(b, "data"), data)
 }
 
 func (s *encodeState) checkLeaf(n int) error {
@@ -266,11 +272,7 @@ func (s *encodeState) array(b []byte, a *tensor.Array) ([]byte, error) {
 	if err := a.Validate(); err != nil {
 		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
-	b = appendMapHeader(b, 4)
-	b = appendBool(AppendString(b, arrayMarker), true)
-	b = AppendString(AppendString(b, "dtype"), a.DType)
-	b = appendShape(AppendString(b, "shape"), a.Shape)
-	return appendBin(AppendString(b, "data"), a.Data), nil
+	return appendLeaf(b, arrayMarker, "dtype", a.DType, a.Shape, a.Data), nil
 }
 
 func (s *encodeState) image(b []byte, m *tensor.Image) ([]byte, error) {
@@ -280,11 +282,7 @@ func (s *encodeState) image(b []byte, m *tensor.Image) ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
-	b = appendMapHeader(b, 4)
-	b = appendBool(AppendString(b, imageMarker), true)
-	b = AppendString(AppendString(b, "mode"), m.Mode)
-	b = appendShape(AppendString(b, "shape"), m.Shape)
-	return appendBin(AppendString(b, "data"), m.Data), nil
+	return appendLeaf(b, imageMarker, "mode", m.Mode, m.Shape, m.Data), nil
 }
 
 func appendShape(b []byte, shape []int) []byte {
