@@ -62,6 +62,9 @@ func roundTrip[T Element](t *testing.T, want DType, values []T) {
 		if !slices.Equal(got, values) {
 			t.Errorf("Values of unaligned data = %v, want %v", got, values)
 		}
+		if unsafe.Pointer(&got[0]) == unsafe.Pointer(&buf[1]) {
+			t.Error("Values aliased unaligned data")
+		}
 	}
 
 	// Scalar: a 0-d tensor of one element, its own copy.
