@@ -134,7 +134,11 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 		for _, n := range left {
 			os.RemoveAll(filepath.Join(scope.ShmDir, n))
 		}
-		err = errors.Join(err, fmt.Errorf("left %d entries in /dev/shm (now removed): %s", len(left), shortList(left, demoShownLeft)))
+		leftErr := fmt.Errorf("left %d in /dev/shm (now removed): %s", len(left), shortList(left, demoShownLeft))
+		if err != nil {
+			leftErr = fmt.Errorf("%w; %w", err, leftErr)
+		}
+		err = leftErr
 	}
 	fmt.Fprint(inv.out, report)
 	if err != nil && ctx.Err() != nil {
@@ -295,7 +299,7 @@ func (d *demoRun) next(ctx context.Context, timeout time.Duration) (stageMessage
 				<-c.exited
 				return m, fmt.Errorf("stage %d ended early: %v", m.stage, c.err)
 			case m.ev.Event == "error":
-				return m, fmt.Errorf("stage %d: %s", m.stage, m.ev.Error)
+				return m, d.rootCause(fmt.Errorf("stage %d: %s", m.stage, m.ev.Error), m.stage)
 			}
 			return m, nil
 		case <-ctx.Done():
@@ -303,6 +307,32 @@ func (d *demoRun) next(ctx context.Context, timeout time.Duration) (stageMessage
 		case <-idle.C:
 			return stageMessage{}, fmt.Errorf("no word from the stages for %v", timeout)
 		}
+	}
+}
+
+// rootCause names an upstream stage that has died as the cause of err, a
+// downstream stage's failure: a stage reports its sender gone after its
+// check interval, which can beat the parent to the dead stage's end of
+// stdout.
+func (d *demoRun) rootCause(err error, stage int) error {
+	for j := range stage {
+		c := d.stages[j]
+		if !hasExited(c) {
+			continue
+		}
+		<-c.exited
+		return fmt.Errorf("stage %d ended early: %v (then %w)", j, c.err, err)
+	}
+	return err
+}
+
+// hasExited reports whether a stage process has ended, reaped or not.
+func hasExited(c *stageChild) bool {
+	select {
+	case <-c.exited:
+		return true
+	default:
+		return childExited(c.cmd.Process.Pid)
 	}
 }
 

@@ -91,3 +91,16 @@ func startTime(pid int) (string, error) {
 func dieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
+
+// childExited reports whether child pid has ended, without reaping it
+// (WNOWAIT: exec.Cmd.Wait still collects its status). A child already
+// reaped (ECHILD) has ended too.
+func childExited(pid int) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	if err != nil {
+		return errors.Is(err, unix.ECHILD)
+	}
+	// Linux zeroes info when WNOHANG finds nothing to report.
+	return info.Signo != 0
+}
