@@ -231,8 +231,15 @@ func (p *stageProcess) produce(ctx context.Context) (*stream.Sender, error) {
 	start := time.Now()
 	for n := range p.cfg.Chunks {
 		if n > 0 && p.cfg.IntervalNS > 0 {
-			// Pacing, like a model emitting chunks at its own rate.
-			time.Sleep(time.Until(start.Add(time.Duration(int64(n) * p.cfg.IntervalNS))))
+			// Pacing, like a model emitting chunks at its own rate; an
+			// interrupt must not wait out an interval of up to a minute.
+			pace := time.NewTimer(time.Until(start.Add(time.Duration(int64(n) * p.cfg.IntervalNS))))
+			select {
+			case <-pace.C:
+			case <-ctx.Done():
+				pace.Stop()
+				return s, ctx.Err()
+			}
 		}
 		for r, req := range p.requests {
 			codes, err := tensor.FromSlice(demoCodes(r, n), 1, codesPerChunk)

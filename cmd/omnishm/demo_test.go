@@ -203,7 +203,14 @@ func TestDemoInterrupted(t *testing.T) {
 		t.Skip("builds the binary and runs four processes")
 	}
 	bin := buildOmnishm(t)
-	cmd := exec.Command(bin, "demo", "--requests", "2", "--chunks", "1000000", "--out", t.TempDir())
+	// Flat out, and paced: stage 0 waiting out its interval stops at once too.
+	for _, interval := range []string{"0", "1m"} {
+		t.Run("interval="+interval, func(t *testing.T) { demoInterrupt(t, bin, interval) })
+	}
+}
+
+func demoInterrupt(t *testing.T, bin, interval string) {
+	cmd := exec.Command(bin, "demo", "--requests", "2", "--chunks", "1000000", "--interval", interval, "--out", t.TempDir())
 	stderrPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
