@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -56,9 +57,15 @@ func TestDemoRun(t *testing.T) {
 		t.Skip("builds the binary and runs four processes")
 	}
 	bin := buildOmnishm(t)
-	const requests, chunks = 2, 4
-	for _, ring := range []string{"4194304", "4096", "0"} {
-		t.Run("ring="+ring, func(t *testing.T) {
+	for _, c := range []struct {
+		ring             string
+		requests, chunks int
+	}{
+		{"4194304", 2, 4}, {"4096", 2, 4}, {"0", 2, 4},
+		{"4194304", 1, 1}, // the smallest run: one chunk is also the last
+	} {
+		ring, requests, chunks := c.ring, c.requests, c.chunks
+		t.Run(fmt.Sprintf("ring=%s/%dx%d", ring, requests, chunks), func(t *testing.T) {
 			out := t.TempDir()
 			cmd := exec.Command(bin, "demo", "--requests", strconv.Itoa(requests), "--chunks", strconv.Itoa(chunks),
 				"--ring-bytes", ring, "--out", out)

@@ -115,6 +115,20 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"decode", "--as", "cbor"}, `--as "cbor"`},
 		{[]string{"decode", "a", "b"}, "at most one input file"},
 		{[]string{"decode", "--as"}, "flag needs an argument"},
+		{[]string{"demo", "--requests", "0"}, "--requests 0: want 1..10000"},
+		{[]string{"demo", "--chunks", "x"}, `invalid value "x" for flag -chunks`},
+		{[]string{"demo", "--ring-bytes", "100"}, "--ring-bytes 100: want 0 or 4096..67108864"},
+		{[]string{"demo", "--requests", "10000", "--chunks", "1000000"}, "want at most 10000000"},
+		{[]string{"demo", "--interval", "-1s"}, "--interval -1s"},
+		{[]string{"demo", "now"}, "unexpected arguments now"},
+		{[]string{"bench", "--mode", "burst"}, `--mode "burst"`},
+		{[]string{"bench", "--sizes", "3"}, "multiple of 4"},
+		{[]string{"bench", "--sizes", "4,x"}, `bad size: "x"`},
+		{[]string{"bench", "--transports", "ring,ring"}, `"ring" given twice`},
+		{[]string{"bench", "--transports", "tcp"}, `unknown transport "tcp"`},
+		{[]string{"bench", "--ring-bytes", "0"}, "--ring-bytes 0"},
+		{[]string{"bench", "--plot", "x.pdf"}, "must end in .svg or .png"},
+		{[]string{"bench", "--sizes", "512", "--payload", "x.json"}, "exclude each other"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
