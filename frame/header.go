@@ -15,6 +15,8 @@ type descriptor struct {
 	offset, size int
 }
 
+// dtypeByName is tensor.ParseDType's table again, so a descriptor's name is
+// looked up straight from the header bytes, without a string allocation.
 var dtypeByName = func() map[string]tensor.DType {
 	m := make(map[string]tensor.DType)
 	for d := tensor.Bool; d.Valid(); d++ {
