@@ -30,6 +30,16 @@ func TestSpecExample(t *testing.T) {
 	if err := want.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// SPEC §9's text exactly: no stage_id, so no stage.
+	spec := "connectors:\n  shm:\n    name: SharedMemoryConnector\n    extra:\n      host_ring_bytes: 4194304\n      wakeup_scope: my-deployment\n"
+	cfg, err = Parse([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Extra.StageID = NoStage
+	if len(cfg.Connectors) != 1 || cfg.Connectors["shm"] != want {
+		t.Fatalf("SPEC §9 example parsed as %+v", cfg.Connectors)
+	}
 }
 
 func TestDefaultsAndAccepted(t *testing.T) {
