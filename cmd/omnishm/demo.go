@@ -142,7 +142,11 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 	}
 	fmt.Fprint(inv.out, report)
 	if err != nil && ctx.Err() != nil {
-		inv.fail(fmt.Errorf("interrupted: %w", err))
+		if err == ctx.Err() {
+			fmt.Fprintln(inv.err, "omnishm demo: interrupted")
+		} else {
+			inv.fail(fmt.Errorf("interrupted: %w", err))
+		}
 		return exitInterrupted
 	}
 	if err != nil {
