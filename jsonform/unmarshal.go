@@ -155,21 +155,13 @@ func bytesLeaf(raw any) (any, error) {
 }
 
 func tensorLeaf(raw any) (any, error) {
-	f, err := fields(raw, "dtype", "shape", "data")
-	if err != nil {
-		return nil, err
-	}
-	name, err := stringField(f, "dtype")
+	name, shape, data, err := leafFields(raw, "dtype")
 	if err != nil {
 		return nil, err
 	}
 	dtype, err := tensor.ParseDType(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	shape, data, err := shapeAndData(f)
-	if err != nil {
-		return nil, err
 	}
 	t, err := tensor.New(dtype, shape, data)
 	if err != nil {
@@ -179,15 +171,7 @@ func tensorLeaf(raw any) (any, error) {
 }
 
 func arrayLeaf(raw any) (any, error) {
-	f, err := fields(raw, "dtype", "shape", "data")
-	if err != nil {
-		return nil, err
-	}
-	dtype, err := stringField(f, "dtype")
-	if err != nil {
-		return nil, err
-	}
-	shape, data, err := shapeAndData(f)
+	dtype, shape, data, err := leafFields(raw, "dtype")
 	if err != nil {
 		return nil, err
 	}
@@ -199,15 +183,7 @@ func arrayLeaf(raw any) (any, error) {
 }
 
 func imageLeaf(raw any) (any, error) {
-	f, err := fields(raw, "mode", "shape", "data")
-	if err != nil {
-		return nil, err
-	}
-	mode, err := stringField(f, "mode")
-	if err != nil {
-		return nil, err
-	}
-	shape, data, err := shapeAndData(f)
+	mode, shape, data, err := leafFields(raw, "mode")
 	if err != nil {
 		return nil, err
 	}
@@ -265,6 +241,21 @@ func stringField(f map[string]any, key string) (string, error) {
 		return "", at("."+key, invalid("want a string, got %s", describe(f[key])))
 	}
 	return s, nil
+}
+
+// leafFields reads the object of a tensor, ndarray or image: exactly its
+// name field (dtype or mode), shape and data.
+func leafFields(raw any, nameKey string) (string, []int, []byte, error) {
+	f, err := fields(raw, nameKey, "shape", "data")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	name, err := stringField(f, nameKey)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	shape, data, err := shapeAndData(f)
+	return name, shape, data, err
 }
 
 func shapeAndData(f map[string]any) ([]int, []byte, error) {
