@@ -9,18 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"omnishm/internal/shmtest"
 	"omnishm/tensor"
 )
 
 func TestMain(m *testing.M) {
 	shmtest.Main(m, map[string]func([]string) int{
-		"producer":   roleProducer,
-		"receiver":   roleReceiver,
-		"lockholder": roleLockHolder,
-		"recv":       roleRecv,
+		"producer": roleProducer,
+		"receiver": roleReceiver,
+		"recv":     roleRecv,
 	})
 }
 
@@ -167,21 +164,6 @@ func roleReceiver(args []string) int {
 	vals, _ := tensor.Values[int64](v.(map[string]any)["codes"].(*tensor.Tensor))
 	b, _ := json.Marshal(vals)
 	shmtest.Say("%s", b)
-	return 0
-}
-
-// roleLockHolder: path. Holds an exclusive flock on path until told.
-func roleLockHolder(args []string) int {
-	fd, err := unix.Open(args[0], unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 1
-	}
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		return 1
-	}
-	shmtest.Say("locked")
-	shmtest.Hear()
-	unix.Close(fd)
 	return 0
 }
 

@@ -242,15 +242,9 @@ func TestFallbackMissWhileLockHeldThenClaim(t *testing.T) {
 	if d.Shm == nil {
 		t.Fatalf("a 32 KiB tensor took %v on a 4 KiB ring", d)
 	}
-	holder := shmtest.Start(t, "lockholder", "/dev/shm/shm_"+key+"_lockfile.lock")
-	if l := holder.Line(t, 10*time.Second); l != "locked" {
-		t.Fatal(l)
-	}
+	holder := shmtest.HoldLock(t, "/dev/shm/shm_"+key+"_lockfile.lock")
 	missing(t, receiver, "0", "1", key, nil)
-	holder.Send(t, "release")
-	if err := holder.Wait(t, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	holder.Release(t)
 	if got := int64s(t, mustGet(t, receiver, "0", "1", key, nil)); got[4095] != 4095 {
 		t.Fatalf("got %v", got[4095])
 	}

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
 )
@@ -24,7 +22,6 @@ func TestMain(m *testing.M) {
 	shmtest.Main(m, map[string]func([]string) int{
 		"producer": roleProducer,
 		"receiver": roleReceiver,
-		"locker":   roleLocker,
 		"echoer":   roleEchoer,
 	})
 }
@@ -392,10 +389,7 @@ func TestReceiverNeverWaitsForAnotherProcessLock(t *testing.T) {
 			if useDesc {
 				desc = &d
 			}
-			child := shmtest.Start(t, "locker", scope.ShmDir+"/"+d.Name)
-			if l := child.Line(t, wait); l != "locked" {
-				t.Fatalf("child: %q", l)
-			}
+			holder := shmtest.HoldLock(t, scope.ShmDir+"/"+d.Name)
 			done := make(chan error, 1)
 			go func() {
 				_, ok, err := getBytes(r, "0", "1", "locked", desc)
@@ -412,30 +406,12 @@ func TestReceiverNeverWaitsForAnotherProcessLock(t *testing.T) {
 			case <-time.After(wait):
 				t.Fatal("Get waited for another process's lock")
 			}
-			child.Send(t, "release")
-			if err := child.Wait(t, wait); err != nil {
-				t.Fatal(err)
-			}
+			holder.Release(t)
 			if got := mustGet(t, r, "0", "1", "locked", desc); !bytes.Equal(got, []byte{0, 1, 2}) {
 				t.Fatal(got)
 			}
 		})
 	}
-}
-
-func roleLocker(args []string) int {
-	fd, err := unix.Open(args[0], unix.O_RDWR, 0)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		return 1
-	}
-	shmtest.Say("locked")
-	shmtest.Hear()
-	unix.Close(fd)
-	return 0
 }
 
 // roleReceiver: args scope, key. Polls for key until it gets it, then

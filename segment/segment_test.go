@@ -28,7 +28,6 @@ func TestMain(m *testing.M) {
 	shmtest.Main(m, map[string]func([]string) int{
 		"put":       rolePut,
 		"claim":     roleClaim,
-		"hold":      roleHold,
 		"transfers": roleTransfers,
 		"putfail":   rolePutFail,
 	})
@@ -109,24 +108,6 @@ func roleClaim([]string) int {
 			shmtest.Say("got %s", digest(data))
 		}
 	}
-}
-
-// roleHold holds the flock of the file at args[0] until the parent speaks.
-func roleHold(args []string) int {
-	fd, err := unix.Open(args[0], unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return childFailed(err)
-	}
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		return childFailed(err)
-	}
-	shmtest.Say("held")
-	if shmtest.Hear() == "unlink" {
-		// What a receiver does on claiming: remove the lock file, then let go.
-		unix.Unlink(args[0])
-	}
-	unix.Close(fd) // exiting says "released": see rolePut
-	return 0
 }
 
 // assertGone fails unless key's segment and lock file are both absent.
@@ -328,18 +309,12 @@ func TestHeldLockIsAMissThenClaims(t *testing.T) {
 	defer p.Close()
 	key := shmtest.Key("held")
 	mustPut(t, p, key, []byte("payload"))
-	holder := shmtest.Start(t, "hold", DefaultDir+"/"+lockName(key))
-	if l := holder.Line(t, wait); l != "held" {
-		t.Fatalf("holder: %s", l)
-	}
+	holder := shmtest.HoldLock(t, DefaultDir+"/"+lockName(key))
 	if data, ok, err := Claim("", key); ok || err != nil || data != nil {
 		t.Fatalf("claim under another process's lock: %q ok=%v err=%v", data, ok, err)
 	}
 	assertPresent(t, DefaultDir+"/"+key)
-	holder.Send(t, "release")
-	if err := holder.Wait(t, wait); err != nil {
-		t.Fatal(err)
-	}
+	holder.Release(t)
 	if got := mustClaim(t, "", key); string(got) != "payload" {
 		t.Fatalf("claimed %q", got)
 	}
@@ -379,17 +354,14 @@ func TestPutReopensALockFileRemovedWhileItWaited(t *testing.T) {
 	if err := unix.Stat(lockPath, &st); err != nil {
 		t.Fatal(err)
 	}
-	holder := shmtest.Start(t, "hold", lockPath)
-	if l := holder.Line(t, wait); l != "held" {
-		t.Fatalf("holder: %s", l)
-	}
+	holder := shmtest.HoldLock(t, lockPath)
 	done := make(chan error, 1)
 	go func() {
 		_, err := p.Put(key, []byte("after the wait"))
 		done <- err
 	}()
 	shmtest.Eventually(t, wait, "the producer to wait on the lock", func() bool { return blockedOn(st.Ino) })
-	holder.Send(t, "unlink")
+	holder.ReleaseUnlinking(t)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -558,10 +530,7 @@ func TestSweepOrphans(t *testing.T) {
 	held := touch(lockName("held"), old)
 	stranger := touch("shm_x_lockfile", old)
 
-	holder := shmtest.Start(t, "hold", held)
-	if l := holder.Line(t, wait); l != "held" {
-		t.Fatalf("holder: %s", l)
-	}
+	holder := shmtest.HoldLock(t, held)
 	removed, err := SweepOrphans(dir, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -572,10 +541,7 @@ func TestSweepOrphans(t *testing.T) {
 	for _, path := range []string{young, live, held, stranger} {
 		assertPresent(t, path)
 	}
-	holder.Send(t, "release")
-	if err := holder.Wait(t, wait); err != nil {
-		t.Fatal(err)
-	}
+	holder.Release(t)
 	// Released and still old: now it is an orphan. A shorter grace takes
 	// the young one as well.
 	ts := []unix.Timespec{unix.NsecToTimespec(old.UnixNano()), unix.NsecToTimespec(old.UnixNano())}

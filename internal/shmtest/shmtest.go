@@ -33,6 +33,9 @@ var (
 func Main(m *testing.M, roles map[string]func(args []string) int) {
 	if role := os.Getenv(roleEnv); role != "" {
 		fn, ok := roles[role]
+		if role == lockRole {
+			fn, ok = holdLock, true
+		}
 		if !ok {
 			fmt.Fprintf(os.Stderr, "shmtest: unknown role %q\n", role)
 			os.Exit(2)

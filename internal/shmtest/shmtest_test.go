@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -77,5 +79,32 @@ func TestUnreadLinesDoNotBlockTheChild(t *testing.T) {
 		if got, want := p.Line(t, time.Second), fmt.Sprintf("line %d", i); got != want {
 			t.Fatalf("line %d is %q, want %q", i, got, want)
 		}
+	}
+}
+
+func TestHoldLock(t *testing.T) {
+	path := t.TempDir() + "/lock"
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tryLock := func() error {
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+	}
+	l := HoldLock(t, path)
+	if err := tryLock(); err != unix.EWOULDBLOCK {
+		t.Fatalf("lock not held by the child: %v", err)
+	}
+	l.Release(t)
+	if err := tryLock(); err != nil {
+		t.Fatalf("lock not released: %v", err)
+	}
+	HoldLock(t, path).ReleaseUnlinking(t)
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("path survives ReleaseUnlinking: %v", err)
 	}
 }
