@@ -1,0 +1,55 @@
+package proc
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseStartTime(t *testing.T) {
+	cases := []struct {
+		name string
+		stat string
+		want uint64
+		ok   bool
+	}{
+		{"plain", "12 (sleep) S 1 12 12 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 0 0", 98765, true},
+		{"name with spaces and parens", "12 (a) b) (c) S 1 12 12 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 4242 0", 4242, true},
+		{"no paren", "12 sleep S 1", 0, false},
+		{"short", "12 (x) S 1 2 3", 0, false},
+		{"not a number", "12 (x) S 1 12 12 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 zz 0", 0, false},
+	}
+	for _, c := range cases {
+		got, err := ParseStartTime([]byte(c.stat))
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("%s: %d, %v; want %d, ok %v", c.name, got, err, c.want, c.ok)
+		}
+	}
+}
+
+func TestJudge(t *testing.T) {
+	cases := []struct {
+		name      string
+		now       uint64
+		err       error
+		gone      bool
+		want      Liveness
+		wantAsked bool
+	}{
+		{"same start", 42, nil, false, Alive, false},
+		{"pid reused", 43, nil, false, Dead, false},
+		{"no process", 0, ErrNoProcess, false, Dead, false},
+		{"no proc entry, kill says gone", 0, unix.ENOENT, true, Dead, true},
+		{"proc unreadable, process there", 0, unix.EMFILE, false, Unknown, true},
+	}
+	for _, c := range cases {
+		asked := false
+		got := judge(42, c.now, c.err, func() bool { asked = true; return c.gone })
+		if got != c.want || asked != c.wantAsked {
+			t.Errorf("%s: %s (asked %v), want %s (asked %v)", c.name, got, asked, c.want, c.wantAsked)
+		}
+	}
+	if Unknown.String() != "unknown" || Liveness(0) != Unknown {
+		t.Error("the zero Liveness must be Unknown")
+	}
+}
