@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"omnishm/frame"
+	"omnishm/keys"
 	"omnishm/ring"
 	"omnishm/scope"
 	"omnishm/segment"
@@ -91,7 +92,7 @@ func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 	if c.closed.Load() {
 		return 0, Descriptor{}, ErrClosed
 	}
-	if err := segment.CheckKey(key); err != nil {
+	if err := keys.Check(key); err != nil {
 		return 0, Descriptor{}, err
 	}
 	var plain []byte // the kind-0 bytes, once made
@@ -199,7 +200,7 @@ func (c *SHM) Get(from, to, key string, desc *Descriptor) (any, int, bool, error
 	if c.closed.Load() {
 		return nil, 0, false, ErrClosed
 	}
-	if err := segment.CheckKey(key); err != nil {
+	if err := keys.Check(key); err != nil {
 		return nil, 0, false, err
 	}
 	var rd *ring.Descriptor
@@ -339,7 +340,7 @@ func (c *SHM) recvPolling(ctx context.Context, from, key string, ceiling time.Du
 
 // Cleanup implements Transport: it retires key on both paths.
 func (c *SHM) Cleanup(key string) bool {
-	if segment.CheckKey(key) != nil {
+	if keys.Check(key) != nil {
 		return false
 	}
 	cancelled := c.ring.Cancel(key) > 0

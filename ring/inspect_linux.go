@@ -113,7 +113,7 @@ func Prune(names scope.Names) ([]string, error) {
 			continue
 		}
 		marked[name] = true
-		ring := scope.ShmDir + "/" + name
+		ring := scope.Path(name)
 		pid, start, ok, err := producerOf(ring)
 		gone := errors.Is(err, unix.ENOENT)
 		dead := ok && !Alive(pid, start)
@@ -139,7 +139,7 @@ func Prune(names scope.Names) ([]string, error) {
 		if marked[name] || !strings.HasPrefix(name, names.RingPrefix()) || !scope.ValidRingName(uid, name) {
 			continue
 		}
-		ring := scope.ShmDir + "/" + name
+		ring := scope.Path(name)
 		if pid, start, ok, _ := producerOf(ring); ok && !Alive(pid, start) && unix.Unlink(ring) == nil {
 			removed = append(removed, ring)
 		}

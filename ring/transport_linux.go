@@ -1,14 +1,11 @@
 package ring
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -318,21 +315,21 @@ func (t *Transport) setup(ek edgeKey) (*producer, error) {
 	if self.start == 0 {
 		return nil, fmt.Errorf("ring: no start time for this process (pid %d)", self.pid)
 	}
-	var id [16]byte
-	rand.Read(id[:])
-	id[6] = id[6]&0x0f | 0x40 // uuid4
-	id[8] = id[8]&0x3f | 0x80
-	name := t.names.EdgePrefix(ek.from, ek.to) + strconv.Itoa(self.pid) + "_" + hex.EncodeToString(id[:])
+	id, err := scope.NewID()
+	if err != nil {
+		return nil, err
+	}
+	name := t.names.RingName(ek.from, ek.to, self.pid, id)
 	dir := t.dir
 	t.usedDir = true
 	if err := unix.Mkdir(dir, 0o700); err != nil && err != unix.EEXIST {
 		return nil, fmt.Errorf("ring: create %s: %w", dir, err)
 	}
-	m, err := createRing(scope.ShmDir+"/"+name, t.capacity, self.pid, self.start, &t.stats, t.onCreate, t.onRemove)
+	m, err := createRing(scope.Path(name), t.capacity, self.pid, self.start, &t.stats, t.onCreate, t.onRemove)
 	if err != nil {
 		return nil, err
 	}
-	p := &producer{name: name, path: scope.ShmDir + "/" + name, m: m}
+	p := &producer{name: name, path: scope.Path(name), m: m}
 	for attempt := 0; ; attempt++ {
 		err = registryUpdate(dir, &t.stats, func(dirfd int) error {
 			fd, err := unix.Openat(dirfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -577,7 +574,7 @@ func (t *Transport) getDescribed(key string, desc *Descriptor, decode func(Kind,
 // the file is absent, errDead if its producer is proven gone, errBusy on
 // lock contention, ErrCorrupt for a bad header. t.mu is held.
 func (t *Transport) attach(name string) (*reader, error) {
-	m, h, err := attachRing(scope.ShmDir+"/"+name, &t.stats)
+	m, h, err := attachRing(scope.Path(name), &t.stats)
 	if err != nil {
 		return nil, err
 	}
@@ -669,7 +666,7 @@ func (t *Transport) dropReaderLocked(r *reader) {
 func (t *Transport) reapReadersLocked() {
 	for _, r := range append([]*reader(nil), t.order...) {
 		var st unix.Stat_t
-		if r.dead.Load() || !r.alive(&t.stats) || unix.Stat(scope.ShmDir+"/"+r.name, &st) != nil {
+		if r.dead.Load() || !r.alive(&t.stats) || unix.Stat(scope.Path(r.name), &st) != nil {
 			t.dropReaderLocked(r)
 		}
 	}
@@ -849,7 +846,7 @@ func (t *Transport) listMarkers(dir, prefix string) ([]string, error) {
 // producer is proven dead, the ring file it left (no one can own it now).
 func (t *Transport) prune(dir, name string, dead bool) {
 	if dead {
-		if err := unix.Unlink(scope.ShmDir + "/" + name); err != nil && err != unix.ENOENT {
+		if err := unix.Unlink(scope.Path(name)); err != nil && err != unix.ENOENT {
 			t.log.Debug("host ring: cannot remove a dead producer's ring", "ring", name, "err", err)
 		}
 	}

@@ -1,5 +1,8 @@
-// Package scope derives the /dev/shm names that both endpoints of an edge
-// agree on from a deployment's wakeup scope (SPEC §2).
+// Package scope owns every name omnishm gives a file in /dev/shm: the wake
+// directory and its FIFOs, the ring directory, ring files and their markers
+// (derived from a deployment's wakeup scope, SPEC §2, §8), and per-key
+// segments and their lock files (SPEC §6). It builds each name and parses
+// it back; no other package spells one out. It is pure: it touches no file.
 package scope
 
 import (
@@ -35,11 +38,11 @@ func New(wakeupScope string) Names {
 func ForUID(uid int, wakeupScope string, ppid int) Names {
 	var wake string
 	if wakeupScope != "" {
-		wake = fmt.Sprintf("%s/omni_shm_wake_%d_%s", ShmDir, uid, Hash(wakeupScope))
+		wake = fmt.Sprintf("%s/%s%d_%s", ShmDir, wakeDirPrefix, uid, Hash(wakeupScope))
 	} else {
-		wake = fmt.Sprintf("%s/omni_shm_wake_%d_%d", ShmDir, uid, ppid)
+		wake = fmt.Sprintf("%s/%s%d_%d", ShmDir, wakeDirPrefix, uid, ppid)
 	}
-	return Names{WakeDir: wake, RingDirName: fmt.Sprintf("%s%d_%s", RingDirPrefix, uid, Hash(wake))}
+	return Names{WakeDir: wake, RingDirName: uidRingPrefix(uid) + Hash(wake)}
 }
 
 // RingDir is the ring directory's path.
@@ -56,14 +59,14 @@ func (n Names) EdgePrefix(from, to string) string {
 // Hash is H(s) of SPEC §2: the first 24 hex digits of SHA-256 of s.
 func Hash(s string) string {
 	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])[:24]
+	return hex.EncodeToString(sum[:])[:hashDigits]
 }
 
 // ValidRingName reports whether name may be a ring file of this uid: it
 // starts with omni_shm_ring_v1_{uid}_ and is alphanumeric apart from '_'.
 // Readers check it before opening any path named by a peer or a descriptor.
 func ValidRingName(uid int, name string) bool {
-	if !strings.HasPrefix(name, fmt.Sprintf("%s%d_", RingDirPrefix, uid)) {
+	if !strings.HasPrefix(name, uidRingPrefix(uid)) {
 		return false
 	}
 	for i := 0; i < len(name); i++ {

@@ -3,6 +3,8 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"omnishm/keys"
+	"omnishm/scope"
 )
 
 // Claim takes the publication under key from dir (empty: DefaultDir), as a
@@ -14,7 +16,7 @@ import (
 // A segment that was claimed but is corrupt is removed and reported as an
 // error wrapping ErrCorrupt.
 func Claim(dir, key string) (data []byte, ok bool, err error) {
-	if err := CheckKey(key); err != nil {
+	if err := keys.Check(key); err != nil {
 		return nil, false, err
 	}
 	if dir == "" {
@@ -24,7 +26,7 @@ func Claim(dir, key string) (data []byte, ok bool, err error) {
 	if _, err := segmentSize(seg); err != nil {
 		return nil, false, missOr(key, err)
 	}
-	lockPath := dir + "/" + lockName(key)
+	lockPath := dir + "/" + scope.LockName(key)
 	fd, err := lockFile(lockPath, false)
 	if err != nil {
 		return nil, false, missOr(key, err)

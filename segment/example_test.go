@@ -26,11 +26,3 @@ func Example() {
 	// 18 true <nil> serialized payload
 	// again: false
 }
-
-func ExampleCheckKey() {
-	fmt.Println(segment.CheckKey("req_0_1"))
-	fmt.Println(segment.CheckKey("../etc/passwd"))
-	// Output:
-	// <nil>
-	// segment: bad key "../etc/passwd": contains '/'
-}

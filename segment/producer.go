@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"omnishm/keys"
+	"omnishm/scope"
 	"sync"
 )
 
@@ -58,14 +60,14 @@ func NewProducer(opts Options) *Producer {
 }
 
 func (p *Producer) segPath(key string) string  { return p.dir + "/" + key }
-func (p *Producer) lockPath(key string) string { return p.dir + "/" + lockName(key) }
+func (p *Producer) lockPath(key string) string { return p.dir + "/" + scope.LockName(key) }
 
 // Put publishes data under key (SPEC §6): under the key's lock file it
 // writes a segment of exactly len(data) plain bytes, replacing an unclaimed
 // one, and records the key as pending. data is copied before Put returns.
 // A receiver in any process then claims it with Claim.
 func (p *Producer) Put(key string, data []byte) (Descriptor, error) {
-	if err := CheckKey(key); err != nil {
+	if err := keys.Check(key); err != nil {
 		return Descriptor{}, err
 	}
 	if len(data) == 0 {
@@ -135,7 +137,7 @@ func (p *Producer) Pending(key string) bool {
 // under the key's lock it unlinks the segment and the lock file. It reports
 // whether an unconsumed segment was actually unlinked (SPEC §9).
 func (p *Producer) Cleanup(key string) bool {
-	if CheckKey(key) != nil {
+	if keys.Check(key) != nil {
 		return false
 	}
 	unlinked, err := p.retire(key)
@@ -150,10 +152,10 @@ func (p *Producer) Cleanup(key string) bool {
 // "request_0_1") and returns how many unconsumed segments it unlinked.
 func (p *Producer) CleanupPrefix(prefix string) int {
 	p.mu.Lock()
-	keys := p.pending.keys(func(k string) bool { return matchesPrefix(prefix, k) })
+	selected := p.pending.keys(func(k string) bool { return keys.InPrefix(prefix, k) })
 	p.mu.Unlock()
 	n := 0
-	for _, k := range keys {
+	for _, k := range selected {
 		if p.Cleanup(k) {
 			n++
 		}

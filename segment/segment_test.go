@@ -20,6 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"omnishm/internal/shmtest"
+	"omnishm/keys"
+	"omnishm/scope"
 )
 
 const wait = 20 * time.Second
@@ -113,7 +115,7 @@ func roleClaim([]string) int {
 // assertGone fails unless key's segment and lock file are both absent.
 func assertGone(t *testing.T, dir, key string) {
 	t.Helper()
-	for _, path := range []string{dir + "/" + key, dir + "/" + lockName(key)} {
+	for _, path := range []string{dir + "/" + key, dir + "/" + scope.LockName(key)} {
 		if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s still there (err %v)", path, err)
 		}
@@ -145,7 +147,7 @@ func mustClaim(t *testing.T, dir, key string) []byte {
 	return data
 }
 
-func TestCheckKey(t *testing.T) {
+func TestBadKeysTouchNothing(t *testing.T) {
 	cases := []struct {
 		key string
 		ok  bool
@@ -170,24 +172,17 @@ func TestCheckKey(t *testing.T) {
 	p := NewProducer(Options{Dir: dir})
 	defer p.Close()
 	for _, c := range cases {
-		err := CheckKey(c.key)
-		if (err == nil) != c.ok {
-			t.Errorf("CheckKey(%q) = %v, want ok=%v", shorten(c.key), err, c.ok)
-		}
 		if c.ok {
 			continue
 		}
-		if !errors.Is(err, ErrBadKey) {
-			t.Errorf("CheckKey(%q) = %v, not ErrBadKey", shorten(c.key), err)
+		if _, err := p.Put(c.key, []byte{1}); !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Put(%q) = %v, want keys.ErrBadKey", keys.Shorten(c.key), err)
 		}
-		if _, err := p.Put(c.key, []byte{1}); !errors.Is(err, ErrBadKey) {
-			t.Errorf("Put(%q) = %v, want ErrBadKey", shorten(c.key), err)
-		}
-		if _, _, err := Claim(dir, c.key); !errors.Is(err, ErrBadKey) {
-			t.Errorf("Claim(%q) = %v, want ErrBadKey", shorten(c.key), err)
+		if _, _, err := Claim(dir, c.key); !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Claim(%q) = %v, want keys.ErrBadKey", keys.Shorten(c.key), err)
 		}
 		if p.Cleanup(c.key) {
-			t.Errorf("Cleanup(%q) reported a retirement", shorten(c.key))
+			t.Errorf("Cleanup(%q) reported a retirement", keys.Shorten(c.key))
 		}
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
@@ -309,7 +304,7 @@ func TestHeldLockIsAMissThenClaims(t *testing.T) {
 	defer p.Close()
 	key := shmtest.Key("held")
 	mustPut(t, p, key, []byte("payload"))
-	holder := shmtest.HoldLock(t, DefaultDir+"/"+lockName(key))
+	holder := shmtest.HoldLock(t, DefaultDir+"/"+scope.LockName(key))
 	if data, ok, err := Claim("", key); ok || err != nil || data != nil {
 		t.Fatalf("claim under another process's lock: %q ok=%v err=%v", data, ok, err)
 	}
@@ -346,7 +341,7 @@ func TestPutReopensALockFileRemovedWhileItWaited(t *testing.T) {
 	p := NewProducer(Options{OnCreate: func(string) { created++ }})
 	defer p.Close()
 	key := shmtest.Key("reopen")
-	lockPath := DefaultDir + "/" + lockName(key)
+	lockPath := DefaultDir + "/" + scope.LockName(key)
 	if err := os.WriteFile(lockPath, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -457,28 +452,6 @@ func TestPendingRotation(t *testing.T) {
 	}
 }
 
-func TestMatchesPrefix(t *testing.T) {
-	cases := []struct {
-		prefix, key string
-		want        bool
-	}{
-		{"req_0_", "req_0_0", true},
-		{"req_0_", "req_0_12", true},
-		{"req_0_", "req_0_", false},
-		{"req_0_", "req_0_1x", false},
-		{"req_0_", "req_0_10other", false},
-		{"req_0_", "request_0_1", false},
-		{"req_0_", "req_0_-1", false},
-		{"req_0_", "req_0_\u0663", false}, // Arabic-Indic three: not ASCII
-		{"", "123", true},
-	}
-	for _, c := range cases {
-		if got := matchesPrefix(c.prefix, c.key); got != c.want {
-			t.Errorf("matchesPrefix(%q, %q) = %v", c.prefix, c.key, got)
-		}
-	}
-}
-
 func TestCloseRetiresEverythingOnce(t *testing.T) {
 	var removed []string
 	var mu sync.Mutex
@@ -523,11 +496,11 @@ func TestSweepOrphans(t *testing.T) {
 		}
 		return path
 	}
-	orphan := touch(lockName("orphan"), old)
-	young := touch(lockName("young"), time.Now())
-	live := touch(lockName("live"), old)
+	orphan := touch(scope.LockName("orphan"), old)
+	young := touch(scope.LockName("young"), time.Now())
+	live := touch(scope.LockName("live"), old)
 	touch("live", old)
-	held := touch(lockName("held"), old)
+	held := touch(scope.LockName("held"), old)
 	stranger := touch("shm_x_lockfile", old)
 
 	holder := shmtest.HoldLock(t, held)
@@ -579,7 +552,7 @@ func TestWrappedSegment(t *testing.T) {
 			if err := os.WriteFile(dir+"/"+key, c.content, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(dir+"/"+lockName(key), nil, 0o600); err != nil {
+			if err := os.WriteFile(dir+"/"+scope.LockName(key), nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			got, ok, err := Claim(dir, key)
@@ -728,7 +701,7 @@ func TestRetireLeavesAnotherProducersRepublication(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			assertPresent(t, DefaultDir+"/"+lockName(key))
+			assertPresent(t, DefaultDir+"/"+scope.LockName(key))
 			if got := mustClaim(t, "", key); !bytes.Equal(got, payload(100, 9)) {
 				t.Fatalf("claimed %q, want the other producer's payload", got)
 			}
@@ -825,13 +798,13 @@ func TestSweepOrphansLeavesLinksAndStrangers(t *testing.T) {
 	if err := os.WriteFile(target, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	link := filepath.Join(dir, lockName("link"))
+	link := filepath.Join(dir, scope.LockName("link"))
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
 	keep := []string{link, target}
 	if os.Geteuid() == 0 {
-		foreign := filepath.Join(dir, lockName("foreign"))
+		foreign := filepath.Join(dir, scope.LockName("foreign"))
 		if err := os.WriteFile(foreign, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,8 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"omnishm/keys"
+	"omnishm/scope"
 	"os"
 	"time"
 )
@@ -32,8 +34,8 @@ func SweepOrphans(dir string, grace time.Duration) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, e := range entries {
-		key, ok := keyOfLockName(e.Name())
-		if !ok || !e.Type().IsRegular() {
+		key, ok := scope.LockKey(e.Name())
+		if !ok || keys.Check(key) != nil || !e.Type().IsRegular() {
 			continue
 		}
 		path := dir + "/" + e.Name()

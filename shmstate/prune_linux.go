@@ -3,6 +3,7 @@ package shmstate
 import (
 	"errors"
 	"fmt"
+	"omnishm/scope"
 	"path/filepath"
 	"strings"
 	"time"
@@ -161,7 +162,11 @@ func removeDeadRing(o PruneOptions, path string, namePID int) error {
 		return nil
 	}
 	name := filepath.Base(path)
-	dir := filepath.Join(o.Dir, name[:len(ringDirPrefix(o.UID))+hashDigits])
+	rn, ok := scope.ParseRingName(o.UID, name)
+	if !ok {
+		return skip("not a ring name")
+	}
+	dir := filepath.Join(o.Dir, rn.Dir)
 	err = registryUpdate(dir, func(dirfd int) error {
 		return ignoreNotExist(unix.Unlinkat(dirfd, name, 0))
 	})
@@ -362,7 +367,7 @@ func keepUnless(err error) error {
 // removeOrphanLock is SPEC §6's sweep: check, lock without waiting,
 // re-check (same inode, own uid, still old, segment still absent), unlink.
 func removeOrphanLock(o PruneOptions, key string) error {
-	path := filepath.Join(o.Dir, lockName(key))
+	path := filepath.Join(o.Dir, scope.LockName(key))
 	fd, st, err := lockNoWait(path, o.UID, "lock held")
 	if err != nil {
 		return err
@@ -385,7 +390,7 @@ func removeOrphanLock(o PruneOptions, key string) error {
 // one (SPEC §6): lock without waiting, check the lock's identity, unlink the
 // segment, then the lock file while still holding it.
 func removeSegment(o PruneOptions, key string) error {
-	path := filepath.Join(o.Dir, lockName(key))
+	path := filepath.Join(o.Dir, scope.LockName(key))
 	fd, _, err := lockNoWait(path, o.UID, "lock held")
 	if err != nil {
 		return err

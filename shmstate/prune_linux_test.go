@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"omnishm/internal/shmtest"
+	"omnishm/proc"
 	"omnishm/ring"
 	"omnishm/scope"
 )
@@ -91,10 +92,10 @@ func newFixture(t *testing.T) *fixture {
 		touch(t, filepath.Join(f.ringDir, m), nil, 0, f.now)
 	}
 	// Per-key files: an orphan lock, a young lock, a segment with its lock.
-	touch(t, filepath.Join(f.dir, lockName("orphan")), nil, 2*time.Minute, f.now)
-	touch(t, filepath.Join(f.dir, lockName("young")), nil, 0, f.now)
+	touch(t, filepath.Join(f.dir, scope.LockName("orphan")), nil, 2*time.Minute, f.now)
+	touch(t, filepath.Join(f.dir, scope.LockName("young")), nil, 0, f.now)
 	touch(t, filepath.Join(f.dir, "seg"), []byte("12345"), time.Hour, f.now)
-	touch(t, filepath.Join(f.dir, lockName("seg")), nil, time.Hour, f.now)
+	touch(t, filepath.Join(f.dir, scope.LockName("seg")), nil, time.Hour, f.now)
 	touch(t, filepath.Join(f.dir, "unrelated"), []byte("x"), time.Hour, f.now)
 	// Wakeup FIFOs: one with a reader (held by this test), one without.
 	for _, n := range []string{"1_0a", "1_0b"} {
@@ -200,7 +201,7 @@ func TestPrune(t *testing.T) {
 	f := newFixture(t)
 	want := []string{
 		filepath.Join(f.dir, f.deadRing),
-		filepath.Join(f.dir, lockName("orphan")),
+		filepath.Join(f.dir, scope.LockName("orphan")),
 		filepath.Join(f.ringDir, f.deadRing),
 		filepath.Join(f.ringDir, f.names.EdgePrefix("0", "2")+"77_cc"),
 		filepath.Join(f.wakeDir, "1_0b"),
@@ -236,7 +237,7 @@ func TestPrune(t *testing.T) {
 	}
 	// The live ring, its marker, the young lock, the segment, the FIFO with a
 	// reader and the unrelated file stay.
-	for _, p := range []string{filepath.Join(f.dir, f.liveRing), filepath.Join(f.ringDir, f.liveRing), filepath.Join(f.dir, lockName("young")),
+	for _, p := range []string{filepath.Join(f.dir, f.liveRing), filepath.Join(f.ringDir, f.liveRing), filepath.Join(f.dir, scope.LockName("young")),
 		filepath.Join(f.dir, "seg"), filepath.Join(f.wakeDir, "1_0a"), filepath.Join(f.dir, "unrelated")} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s removed: %v", p, err)
@@ -251,7 +252,7 @@ func TestPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := paths(rep.Removed); !slices.Equal(got, []string{filepath.Join(f.dir, "seg"), filepath.Join(f.dir, lockName("seg"))}) {
+	if got := paths(rep.Removed); !slices.Equal(got, []string{filepath.Join(f.dir, "seg"), filepath.Join(f.dir, scope.LockName("seg"))}) {
 		t.Fatalf("segment prune removed %v", got)
 	}
 	// Once the live producer is gone, the empty directories go too.
@@ -280,7 +281,7 @@ func TestPruneSkipsLockedAndYoung(t *testing.T) {
 		}
 	}
 	hold(filepath.Join(f.dir, f.deadRing))
-	hold(filepath.Join(f.dir, lockName("orphan")))
+	hold(filepath.Join(f.dir, scope.LockName("orphan")))
 	rep, err := Prune(PruneOptions{Options: f.options(), FIFOGrace: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +291,7 @@ func TestPruneSkipsLockedAndYoung(t *testing.T) {
 		t.Fatalf("removed %v, want %v", got, want)
 	}
 	skipped := paths(rep.Skipped)
-	for _, p := range []string{filepath.Join(f.dir, f.deadRing), filepath.Join(f.dir, lockName("orphan")), filepath.Join(f.wakeDir, "1_0b")} {
+	for _, p := range []string{filepath.Join(f.dir, f.deadRing), filepath.Join(f.dir, scope.LockName("orphan")), filepath.Join(f.wakeDir, "1_0b")} {
 		if !slices.Contains(skipped, p) {
 			t.Errorf("%s not reported skipped: %v", p, skipped)
 		}
@@ -305,33 +306,12 @@ func dirStamp(t *testing.T, dir string) int64 {
 	return unix.TimespecToNsec(st.Mtim)
 }
 
-func TestJudge(t *testing.T) {
-	errProc := unix.EMFILE
-	cases := []struct {
-		name      string
-		now       uint64
-		err       error
-		gone      bool
-		want      Producer
-		wantAsked bool
-	}{
-		{"same start", 42, nil, false, Alive, false},
-		{"pid reused", 43, nil, false, Dead, false},
-		{"no process", 0, unix.ENOENT, true, Dead, true},
-		{"proc unreadable, process there", 0, errProc, false, Unknown, true},
-	}
-	for _, c := range cases {
-		asked := false
-		got := judge(42, c.now, c.err, func() bool { asked = true; return c.gone })
-		if got != c.want || asked != c.wantAsked {
-			t.Errorf("%s: %s (asked %v), want %s (asked %v)", c.name, got, asked, c.want, c.wantAsked)
-		}
-	}
+func TestNameLiveness(t *testing.T) {
 	if got := nameLiveness(os.Getpid()); got != Unknown {
 		t.Errorf("nameLiveness(self) = %s", got)
 	}
 	pid, _ := deadProcess(t)
-	shmtest.Eventually(t, 10*time.Second, "the killed child to be reaped", func() bool { return processGone(pid) })
+	shmtest.Eventually(t, 10*time.Second, "the killed child to be reaped", func() bool { return proc.Gone(pid) })
 	if got := nameLiveness(pid); got != Dead {
 		t.Errorf("nameLiveness(dead) = %s", got)
 	}
@@ -374,13 +354,13 @@ func TestPruneLeavesLinksAndStrangers(t *testing.T) {
 	now := time.Now()
 	target := filepath.Join(dir, "target")
 	touch(t, target, nil, time.Hour, now)
-	link := filepath.Join(dir, lockName("link"))
+	link := filepath.Join(dir, scope.LockName("link"))
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
 	keep := []string{link, target}
 	if os.Geteuid() == 0 {
-		foreign := filepath.Join(dir, lockName("foreign"))
+		foreign := filepath.Join(dir, scope.LockName("foreign"))
 		touch(t, foreign, nil, time.Hour, now)
 		deadPID, deadStart := deadProcess(t)
 		n := scope.ForUID(os.Getuid(), "x", 1) // our names, their file

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"omnishm/proc"
 	"omnishm/ring"
 	"omnishm/scope"
 )
@@ -85,17 +86,17 @@ func readLayout(o Options) (layout, error) {
 	}
 	for _, e := range entries {
 		switch {
-		case e.isDir() && isRingDirName(o.UID, e.name):
+		case e.isDir() && scope.IsRingDirName(o.UID, e.name):
 			l.ringDirs[e.name] = e
 		case e.isDir():
-			if d, ok := wakeDirRingDir(o.UID, e.name); ok {
+			if d, ok := scope.RingDirOfWakeDir(o.UID, e.name); ok {
 				l.wakeDirs[d] = e
 			}
 		case e.isRegular():
 			l.files[e.name] = e
-			if rn, ok := parseRingName(o.UID, e.name); ok {
-				l.ringFiles[rn.dir] = append(l.ringFiles[rn.dir], e)
-			} else if key, ok := lockKey(e.name); ok && strings.HasPrefix(key, o.KeyPrefix) {
+			if rn, ok := scope.ParseRingName(o.UID, e.name); ok {
+				l.ringFiles[rn.Dir] = append(l.ringFiles[rn.Dir], e)
+			} else if key, ok := scope.LockKey(e.name); ok && strings.HasPrefix(key, o.KeyPrefix) {
 				l.locks = append(l.locks, e)
 			}
 		}
@@ -155,9 +156,9 @@ func Scan(o Options) (*State, error) {
 		st.Scopes = append(st.Scopes, sc)
 	}
 	for _, e := range l.locks {
-		key, _ := lockKey(e.name)
+		key, _ := scope.LockKey(e.name)
 		seg, hasSeg := l.files[key]
-		if _, isRing := parseRingName(o.UID, key); isRing {
+		if _, isRing := scope.ParseRingName(o.UID, key); isRing {
 			hasSeg = false
 		}
 		age := o.Now.Sub(e.mtime())
@@ -211,7 +212,7 @@ func scanScope(o Options, l layout, d, name, wakeName string) (Scope, error) {
 			}
 		}
 		for _, e := range entries {
-			stage, ok := fifoStage(e.name)
+			stage, ok := scope.FIFOStage(e.name)
 			if !ok || !e.isFIFO() {
 				continue
 			}
@@ -225,12 +226,12 @@ func scanScope(o Options, l layout, d, name, wakeName string) (Scope, error) {
 // lock, its frames through ring.Inspect, which takes the lock only without
 // waiting and reports Busy instead (SPEC §3: frames are read under it).
 func inspectRing(path string, e entry, o Options) Ring {
-	rn, _ := parseRingName(o.UID, e.name)
-	r := Ring{Name: e.name, From: rn.from, To: rn.to, PID: rn.pid, FileSize: e.st.Size, ReadyKeys: []string{}, Age: Age(o.Now.Sub(e.mtime()))}
+	rn, _ := scope.ParseRingName(o.UID, e.name)
+	r := Ring{Name: e.name, From: rn.From, To: rn.To, PID: rn.PID, FileSize: e.st.Size, ReadyKeys: []string{}, Age: Age(o.Now.Sub(e.mtime()))}
 	id, ok, err := readIdentity(path)
 	if err != nil || !ok {
 		// Not initialised yet, or not a ring: the name's pid is all we have.
-		r.Error, r.Producer = "header not written", nameLiveness(rn.pid)
+		r.Error, r.Producer = "header not written", nameLiveness(rn.PID)
 		if err != nil {
 			r.Error = err.Error()
 		}
@@ -272,41 +273,26 @@ func readIdentityFd(fd int) (ringIdentity, bool, error) {
 	return id, ok, nil
 }
 
-// liveness compares the header's creator with /proc (SPEC §3, §7). Only a
-// definite answer makes a producer dead: another start time, or no such
-// process. A /proc that cannot be read (EMFILE, EACCES, ...) says Unknown,
-// so Prune never removes a live producer's ring on doubt.
+// liveness compares the header's creator with /proc (SPEC §3, §7); proc
+// says Unknown when /proc cannot tell, so Prune never removes a live
+// producer's ring on doubt.
 func liveness(pid, start uint64) Producer {
-	if pid == 0 || pid >= 1<<31 {
-		return Dead // never a process: kill(0, 0) would even mean our group
-	}
-	now, err := ring.StartTime(int(pid))
-	return judge(start, now, err, func() bool { return processGone(int(pid)) })
-}
-
-// judge is liveness's decision: start is the header's, now and err what
-// /proc said, gone whether the process certainly does not exist.
-func judge(start, now uint64, err error, gone func() bool) Producer {
-	switch {
-	case err == nil && now == start:
-		return Alive
-	case err == nil || gone():
+	if pid >= 1<<31 {
 		return Dead
 	}
-	return Unknown
+	return producerOf(proc.Check(proc.ID{PID: int(pid), Start: start}))
 }
 
 // nameLiveness is all that can be said from the pid in a ring's name: a
 // running process might still be initialising the header.
 func nameLiveness(pid int) Producer {
-	if pid > 0 && processGone(pid) {
+	if proc.Gone(pid) {
 		return Dead
 	}
 	return Unknown
 }
 
-// processGone reports whether pid certainly names no process.
-func processGone(pid int) bool { return unix.Kill(pid, 0) == unix.ESRCH }
+func producerOf(l proc.Liveness) Producer { return Producer(l.String()) }
 
 // hasReader reports whether a FIFO has a reader: opening it for writing
 // without blocking fails with ENXIO exactly when none has it open. Any

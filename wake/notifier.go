@@ -153,7 +153,7 @@ func (n *Notifier) scan(stage string, t *targets) {
 	}
 	names, _ := d.Readdirnames(-1)
 	for _, name := range names {
-		if !matchesStage(name, stage) {
+		if !scope.IsStageFIFO(name, stage) {
 			continue
 		}
 		fd, err := openTarget(dfd, name)

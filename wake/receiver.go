@@ -64,11 +64,11 @@ func OpenReceiver(dir, stage string) (*Receiver, error) {
 	if !scope.IsNumeric(stage) {
 		return nil, fmt.Errorf("%w: %q", ErrStage, stage)
 	}
-	id, err := uuid4Hex()
+	id, err := scope.NewID()
 	if err != nil {
 		return nil, fmt.Errorf("wake: fifo name: %w", err)
 	}
-	tmp := filepath.Join(dir, tempFIFOName(id))
+	tmp := filepath.Join(dir, scope.TempFIFOName(id))
 	// Another receiver's Close may remove the empty directory between our
 	// mkdir and mkfifo: retry a few times.
 	for try := 0; ; try++ {
@@ -89,7 +89,7 @@ func OpenReceiver(dir, stage string) (*Receiver, error) {
 		return nil, err
 	}
 	// Publish the FIFO under its stage name only now that it has a reader.
-	final := filepath.Join(dir, fifoName(stage, id))
+	final := filepath.Join(dir, scope.FIFOName(stage, id))
 	if err := unix.Rename(tmp, final); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("wake: publish fifo %s: %w", final, err)

@@ -9,11 +9,8 @@
 package wake
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"os"
-	"strings"
 	"time"
 )
 
@@ -43,32 +40,6 @@ const (
 	dirMode  = 0o700
 	fifoMode = 0o600
 )
-
-// matchesStage reports whether a wake-directory entry is a FIFO name of
-// stage: the Python producer's pattern is the glob "{stage}_*", so "1_x"
-// belongs to stage 1 and "12_x" does not.
-func matchesStage(name, stage string) bool {
-	return len(name) > len(stage) && name[len(stage)] == '_' && strings.HasPrefix(name, stage)
-}
-
-// uuid4Hex returns a random version-4 UUID in Python's uuid4().hex form.
-func uuid4Hex() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return hex.EncodeToString(b[:]), nil
-}
-
-// fifoName is the final name of a receiver's FIFO (SPEC §8).
-func fifoName(stage, id string) string { return stage + "_" + id }
-
-// tempFIFOName is where a receiver creates its FIFO before renaming it into
-// place once its read end is open: producers match only "{stage}_*", so they
-// never open it while it has no reader (which would fail with ENXIO).
-func tempFIFOName(id string) string { return ".tmp_" + id }
 
 // dirStamp identifies a state of the wake directory for the mtime fallback
 // of the Notifier's cache.

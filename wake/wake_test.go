@@ -132,44 +132,6 @@ func exists(path string) bool {
 	return unix.Lstat(path, &st) == nil
 }
 
-func TestMatchesStage(t *testing.T) {
-	cases := []struct {
-		name, stage string
-		want        bool
-	}{
-		{"1_0123abcd", "1", true},
-		{"1_", "1", true}, // Python's glob "1_*" matches it too
-		{"12_abc", "1", false},
-		{"1_abc", "12", false},
-		{"12_abc", "12", true},
-		{"1", "1", false},
-		{".tmp_abc", "1", false},
-		{"x1_abc", "1", false},
-	}
-	for _, c := range cases {
-		if got := matchesStage(c.name, c.stage); got != c.want {
-			t.Errorf("matchesStage(%q, %q) = %v, want %v", c.name, c.stage, got, c.want)
-		}
-	}
-}
-
-func TestUUID4Hex(t *testing.T) {
-	a, err := uuid4Hex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := uuid4Hex()
-	if len(a) != 32 || strings.Trim(a, "0123456789abcdef") != "" {
-		t.Fatalf("uuid %q is not 32 lower-case hex digits", a)
-	}
-	if a[12] != '4' || !strings.ContainsRune("89ab", rune(a[16])) {
-		t.Fatalf("uuid %q lacks version 4 / RFC 4122 variant", a)
-	}
-	if a == b {
-		t.Fatal("two uuids are equal")
-	}
-}
-
 func TestRacy(t *testing.T) {
 	now := time.Unix(1000, 0)
 	cases := []struct {
@@ -789,7 +751,7 @@ func TestPollTimeout(t *testing.T) {
 func notifyByScan(dir, to string) {
 	names, _ := os.ReadDir(dir)
 	for _, e := range names {
-		if !matchesStage(e.Name(), to) {
+		if !scope.IsStageFIFO(e.Name(), to) {
 			continue
 		}
 		fd, err := unix.Open(filepath.Join(dir, e.Name()), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
