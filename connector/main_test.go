@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"omnishm/descriptor"
 	"omnishm/internal/shmtest"
 	"omnishm/tensor"
 )
@@ -146,7 +147,7 @@ func roleReceiver(args []string) int {
 	defer c.Close()
 	var d *Descriptor
 	if len(args) > 2 && args[2] != "" {
-		if d, err = ParseDescriptor([]byte(args[2]), args[1]); err != nil {
+		if d, err = descriptor.Parse([]byte(args[2]), args[1]); err != nil {
 			return 1
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"omnishm/descriptor"
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
 )
@@ -18,7 +19,7 @@ const wait = 20 * time.Second
 func startProducer(t *testing.T, scope string, ringBytes int, key string, n, start int) (*shmtest.Proc, *Descriptor) {
 	t.Helper()
 	p := shmtest.Start(t, "producer", scope, itoa(ringBytes), key, itoa(n), itoa(start))
-	d, err := ParseDescriptor([]byte(p.Line(t, wait)), key)
+	d, err := descriptor.Parse([]byte(p.Line(t, wait)), key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"omnishm/descriptor"
 	"omnishm/frame"
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
@@ -510,7 +511,7 @@ func TestDescriptorMapForm(t *testing.T) {
 	sender, receiver := openEdge(t, 4096)
 	d := mustPut(t, sender, "0", "1", "mapped", codes(3, 7))
 	wrapped := `{"mapped": ` + d.String() + `}`
-	pd, err := ParseDescriptor([]byte(wrapped), "mapped")
+	pd, err := descriptor.Parse([]byte(wrapped), "mapped")
 	if err != nil || pd.HostRing == nil || pd.HostRing.Position != d.HostRing.Position {
 		t.Fatalf("parse %s: %+v %v", wrapped, pd, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"omnishm/descriptor"
 	"omnishm/frame"
 	"omnishm/keys"
 	"omnishm/ring"
@@ -108,7 +109,7 @@ func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 			}
 			c.published(to, d.Size)
 			c.ringPuts.Add(1)
-			return d.Size, Descriptor{HostRing: &RingHandle{Name: d.Name, Position: d.Position, Size: d.Size}, Size: d.Size}, nil
+			return d.Size, Descriptor{HostRing: &d, Size: d.Size}, nil
 		}
 		plain = b
 	}
@@ -126,14 +127,14 @@ func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 	// A successful fallback replaces an unclaimed ring version, too.
 	c.ring.Cancel(key)
 	c.published(to, d.Size)
-	return d.Size, Descriptor{Shm: &ShmHandle{Name: d.Name, Size: d.Size}, Size: d.Size}, nil
+	return d.Size, Descriptor{Shm: &d, Size: d.Size}, nil
 }
 
 // putRing offers the payload to the edge's ring as the seed does (SPEC §9):
 // a tensor frame when it has tensors and the frame fits, else its kind-0
 // bytes. ok=false is a refusal; plain then holds the kind-0 bytes if they
 // were made, for the per-key path to reuse.
-func (c *SHM) putRing(from, to, key string, payload any) (d ring.Descriptor, ok bool, plain []byte, err error) {
+func (c *SHM) putRing(from, to, key string, payload any) (d descriptor.RingHandle, ok bool, plain []byte, err error) {
 	limit := c.ring.MaxPayload(key)
 	p, err := frame.Prepare(payload, limit)
 	switch {
@@ -203,9 +204,9 @@ func (c *SHM) Get(from, to, key string, desc *Descriptor) (any, int, bool, error
 	if err := keys.Check(key); err != nil {
 		return nil, 0, false, err
 	}
-	var rd *ring.Descriptor
-	if desc != nil && desc.HostRing != nil {
-		rd = &ring.Descriptor{Name: desc.HostRing.Name, Position: desc.HostRing.Position, Size: desc.HostRing.Size}
+	var rd *descriptor.RingHandle
+	if desc != nil {
+		rd = desc.HostRing
 	}
 	if v, size, ok, err := c.getRing(from, to, key, rd); ok || err != nil || rd != nil {
 		return v, size, ok, err
@@ -307,7 +308,7 @@ func (c *SHM) spin(from, key string) (any, int, bool, error) {
 }
 
 // getRing is the ring part of Get, counted in Health.
-func (c *SHM) getRing(from, to, key string, rd *ring.Descriptor) (any, int, bool, error) {
+func (c *SHM) getRing(from, to, key string, rd *descriptor.RingHandle) (any, int, bool, error) {
 	v, size, ok, err := c.ring.Get(from, to, key, rd, decodeRing)
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("connector: get %q: %w", key, err)

@@ -6,6 +6,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"omnishm/descriptor"
 	"time"
 )
 
@@ -61,3 +62,12 @@ var ErrClosed = errors.New("connector: closed")
 // ErrUnknownConnector is returned by New for a configuration name no
 // connector is registered under.
 var ErrUnknownConnector = errors.New("connector: unknown connector name")
+
+// Descriptor, ShmHandle and RingHandle are the descriptor package's types,
+// named here so a stage needs one import: a connector returns and accepts
+// exactly these.
+type (
+	Descriptor = descriptor.Descriptor
+	ShmHandle  = descriptor.ShmHandle
+	RingHandle = descriptor.RingHandle
+)

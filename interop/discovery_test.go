@@ -75,7 +75,7 @@ func TestPythonReceiverFollowsGoProducers(t *testing.T) {
 
 	k3 := shmtest.Key("child")
 	child := shmtest.Start(t, "goproducer", s, k3)
-	if d3 := descriptor(t, child.Line(t, wait), k3); d3.HostRing == nil {
+	if d3 := parseDesc(t, child.Line(t, wait), k3); d3.HostRing == nil {
 		t.Fatalf("child descriptor %v", d3)
 	}
 	claim(k3, tensorPayload(0))
@@ -111,7 +111,7 @@ func TestGoReceiverFollowsPythonProducers(t *testing.T) {
 		key := shmtest.Key("py")
 		want := tensorPayload(int64(i))
 		py := startPeer(t, "put", s, "0", "1", key, "1", hexFile(t, frameBytes(t, want)))
-		descriptor(t, py.line(t), key)
+		parseDesc(t, py.line(t), key)
 		if l := py.line(t); l != "ready" {
 			t.Fatal(l)
 		}
@@ -230,7 +230,7 @@ func TestWrapAround(t *testing.T) {
 			key := shmtest.Key("wrap")
 			kind, data := wrapBytes(t, 0)
 			py := startPeer(t, "put", s, "0", "1", key, kind, hexFile(t, data), "--ring-bytes", strconv.Itoa(ringBytes))
-			d := descriptor(t, py.line(t), key)
+			d := parseDesc(t, py.line(t), key)
 			if l := py.line(t); l != "ready" {
 				t.Fatal(l)
 			}
@@ -249,7 +249,7 @@ func TestWrapAround(t *testing.T) {
 				if line == "null" {
 					t.Fatalf("Python ring refused put %d: Go's claims did not free it", i)
 				}
-				d := descriptor(t, line, key)
+				d := parseDesc(t, line, key)
 				gaps.add(t, key, d, capacity)
 				// The ring is attached: a new frame is seen at once.
 				got, _, ok, err := receiver.Get("0", "1", key, nil)

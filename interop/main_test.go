@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"omnishm/connector"
+	"omnishm/descriptor"
 	"omnishm/frame"
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
@@ -206,9 +207,9 @@ func missing(t *testing.T, c *connector.SHM, key string, d *connector.Descriptor
 	}
 }
 
-func descriptor(t *testing.T, line, key string) *connector.Descriptor {
+func parseDesc(t *testing.T, line, key string) *connector.Descriptor {
 	t.Helper()
-	d, err := connector.ParseDescriptor([]byte(line), key)
+	d, err := descriptor.Parse([]byte(line), key)
 	if err != nil {
 		t.Fatalf("descriptor %q: %v", line, err)
 	}

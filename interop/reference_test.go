@@ -207,7 +207,7 @@ func TestReferenceVectorsThroughPythonRing(t *testing.T) {
 	}
 	py := startPeer(t, args...)
 	for _, v := range all {
-		if d := descriptor(t, py.line(t), v.key); d.HostRing == nil {
+		if d := parseDesc(t, py.line(t), v.key); d.HostRing == nil {
 			t.Fatalf("%s: not in the ring", v.key)
 		}
 	}

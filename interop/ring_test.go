@@ -51,7 +51,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 	descs := map[string]*connector.Descriptor{}
 	var ringName string
 	for _, key := range order {
-		d := descriptor(t, py.line(t), key)
+		d := parseDesc(t, py.line(t), key)
 		if d.HostRing == nil {
 			t.Fatalf("%s: Python put took no ring: %v", key, d)
 		}
@@ -212,7 +212,7 @@ func TestStaleDescriptor(t *testing.T) {
 		py := startPeer(t, "put", s, "0", "1",
 			key, "0", hexFile(t, plainBytes(t, plainPayload(1, false))),
 			key, "1", hexFile(t, frameBytes(t, tensorPayload(2))))
-		first, second := descriptor(t, py.line(t), key), descriptor(t, py.line(t), key)
+		first, second := parseDesc(t, py.line(t), key), parseDesc(t, py.line(t), key)
 		if l := py.line(t); l != "ready" {
 			t.Fatal(l)
 		}
@@ -233,8 +233,8 @@ func TestDeadPythonProducer(t *testing.T) {
 	py := startPeer(t, "put", s, "0", "1",
 		alive, "0", hexFile(t, plainBytes(t, plainPayload(1, false))),
 		dead, "1", hexFile(t, frameBytes(t, tensorPayload(2))))
-	descriptor(t, py.line(t), alive)
-	deadDesc := descriptor(t, py.line(t), dead)
+	parseDesc(t, py.line(t), alive)
+	deadDesc := parseDesc(t, py.line(t), dead)
 	if l := py.line(t); l != "ready" {
 		t.Fatal(l)
 	}
@@ -262,8 +262,8 @@ func TestKilledGoProducer(t *testing.T) {
 	removeScopeAfterCrash(t, s)
 	alive, dead := shmtest.Key("alive"), shmtest.Key("dead")
 	p := shmtest.Start(t, "goproducer", s, alive, dead)
-	aliveDesc := descriptor(t, p.Line(t, wait), alive)
-	deadDesc := descriptor(t, p.Line(t, wait), dead)
+	aliveDesc := parseDesc(t, p.Line(t, wait), alive)
+	deadDesc := parseDesc(t, p.Line(t, wait), dead)
 	if aliveDesc.HostRing == nil || deadDesc.HostRing == nil {
 		t.Fatalf("descriptors %v %v", aliveDesc, deadDesc)
 	}
@@ -301,7 +301,7 @@ func TestNoScopeMeansTheParentPid(t *testing.T) {
 	t.Cleanup(func() { removeNames(names) })
 	key := shmtest.Key("noscope")
 	p := shmtest.Start(t, "goproducer", "", key)
-	d := descriptor(t, p.Line(t, wait), key)
+	d := parseDesc(t, p.Line(t, wait), key)
 	if d.HostRing == nil || !strings.HasPrefix(d.HostRing.Name, names.RingPrefix()) {
 		t.Fatalf("descriptor %v, want a ring named %s...", d, names.RingPrefix())
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"omnishm/descriptor"
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
 )
@@ -130,11 +131,8 @@ func (p *pyPeer) do(t *testing.T, cmd map[string]any) string {
 	return p.line(t)
 }
 
-type pyDesc struct {
-	Name     string `json:"name"`
-	Position uint64 `json:"position"`
-	Size     int    `json:"size"`
-}
+// pyDesc is what the Python peer prints: the host_ring handle.
+type pyDesc = descriptor.RingHandle
 
 func TestPythonPeer(t *testing.T) {
 	dir := seedRing(t)
@@ -147,7 +145,7 @@ func TestPythonPeer(t *testing.T) {
 			d := mustPut(t, p, "0", "1", key, codes(i))
 			var desc any
 			if i%2 == 0 {
-				desc = pyDesc{d.Name, d.Position, d.Size}
+				desc = d
 			}
 			got := py.do(t, map[string]any{"op": "get", "from": "0", "to": "1", "key": key, "desc": desc})
 			want := `{"data": "` + hex.EncodeToString(codes(i)) + `", "size": 448}`
@@ -172,9 +170,9 @@ func TestPythonPeer(t *testing.T) {
 			if err := json.Unmarshal([]byte(py.do(t, map[string]any{"op": "put", "from": "0", "to": "1", "key": key, "data": hex.EncodeToString(codes(i))})), &d); err != nil || d.Name == "" {
 				t.Fatalf("python put: %v", err)
 			}
-			var desc *Descriptor
+			var desc *descriptor.RingHandle
 			if i%2 == 1 {
-				desc = &Descriptor{d.Name, d.Position, d.Size}
+				desc = &d
 			}
 			if got := mustGet(t, r, "0", "1", key, desc); string(got) != string(codes(i)) {
 				t.Fatalf("go got wrong bytes for %s", key)
@@ -197,7 +195,7 @@ func TestPythonPeer(t *testing.T) {
 			os.Remove(scope.New(sc).RingDir() + "/" + d.Name)
 			os.Remove(scope.New(sc).RingDir())
 		})
-		mustMiss(t, r, "0", "1", "orphan", &Descriptor{d.Name, d.Position, d.Size})
+		mustMiss(t, r, "0", "1", "orphan", &d)
 		mustMiss(t, r, "0", "1", "orphan", nil)
 	})
 }

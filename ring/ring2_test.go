@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"omnishm/descriptor"
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
 )
@@ -167,7 +168,7 @@ func TestDeadProducerFramesNeverDelivered(t *testing.T) {
 			sc := shmtest.Scope(t)
 			r := newTransport(t, sc, 4096)
 			child := shmtest.Start(t, "producer", sc, "restart", "11")
-			var old Descriptor
+			var old descriptor.RingHandle
 			if err := json.Unmarshal([]byte(child.Line(t, wait)), &old); err != nil {
 				t.Fatal(err)
 			}
@@ -222,7 +223,7 @@ func TestPythonRingAttachRejectedAsDeadProducer(t *testing.T) {
 	t.Cleanup(func() { os.Remove(path); os.Remove(names.RingDir() + "/" + name); os.Remove(names.RingDir()) })
 	r := newTransport(t, sc, 4096)
 	for key, w := range want.Ready {
-		d := Descriptor{Name: name, Position: w.Position, Size: w.Size}
+		d := descriptor.RingHandle{Name: name, Position: w.Position, Size: w.Size}
 		mustMiss(t, r, "0", "1", key, &d)
 	}
 	if _, err := os.Stat(path); err != nil {
@@ -243,7 +244,7 @@ func TestPythonRingAttachRejectedAsDeadProducer(t *testing.T) {
 		t.Fatalf("marker: %v", err)
 	}
 	// The bad descriptor name is an error, not a miss.
-	if _, _, _, err := r.Get("0", "1", "k", &Descriptor{Name: "../etc/passwd"}, decodeCopy); err == nil {
+	if _, _, _, err := r.Get("0", "1", "k", &descriptor.RingHandle{Name: "../etc/passwd"}, decodeCopy); err == nil {
 		t.Fatal("invalid ring name accepted")
 	}
 }
@@ -252,7 +253,7 @@ func TestGoProducerPythonLayout(t *testing.T) {
 	// The file a Go producer writes parses as the Python layout: header,
 	// 16-byte aligned frames, padding at the wrap, state byte at 9.
 	_, p, r := pair(t, 4096)
-	var d Descriptor
+	var d descriptor.RingHandle
 	for i := range 9 {
 		d = mustPut(t, p, "0", "1", fmt.Sprintf("req%d_0_%d", i, i), codes(i))
 		if i < 7 {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"omnishm/descriptor"
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
 )
@@ -42,13 +43,13 @@ func newTransport(t testing.TB, sc string, capacity int) *Transport {
 	return tr
 }
 
-func putBytes(tr *Transport, from, to, key string, payload []byte) (Descriptor, bool, error) {
+func putBytes(tr *Transport, from, to, key string, payload []byte) (descriptor.RingHandle, bool, error) {
 	return tr.Put(from, to, key, KindBytes, len(payload), func(dst []byte) error { copy(dst, payload); return nil })
 }
 
 func decodeCopy(kind Kind, payload []byte) (any, error) { return bytes.Clone(payload), nil }
 
-func getBytes(tr *Transport, from, to, key string, desc *Descriptor) ([]byte, bool, error) {
+func getBytes(tr *Transport, from, to, key string, desc *descriptor.RingHandle) ([]byte, bool, error) {
 	v, size, ok, err := tr.Get(from, to, key, desc, decodeCopy)
 	if !ok || err != nil {
 		return nil, ok, err
@@ -60,7 +61,7 @@ func getBytes(tr *Transport, from, to, key string, desc *Descriptor) ([]byte, bo
 	return b, true, nil
 }
 
-func mustGet(t testing.TB, tr *Transport, from, to, key string, desc *Descriptor) []byte {
+func mustGet(t testing.TB, tr *Transport, from, to, key string, desc *descriptor.RingHandle) []byte {
 	t.Helper()
 	b, ok, err := getBytes(tr, from, to, key, desc)
 	if err != nil || !ok {
@@ -69,14 +70,14 @@ func mustGet(t testing.TB, tr *Transport, from, to, key string, desc *Descriptor
 	return b
 }
 
-func mustMiss(t testing.TB, tr *Transport, from, to, key string, desc *Descriptor) {
+func mustMiss(t testing.TB, tr *Transport, from, to, key string, desc *descriptor.RingHandle) {
 	t.Helper()
 	if b, ok, err := getBytes(tr, from, to, key, desc); ok || err != nil {
 		t.Fatalf("get %s: want a miss, got %q ok=%v err=%v", key, b, ok, err)
 	}
 }
 
-func mustPut(t testing.TB, tr *Transport, from, to, key string, payload []byte) Descriptor {
+func mustPut(t testing.TB, tr *Transport, from, to, key string, payload []byte) descriptor.RingHandle {
 	t.Helper()
 	d, ok, err := putBytes(tr, from, to, key, payload)
 	if err != nil || !ok {
@@ -131,7 +132,7 @@ func TestWraparoundKeepsValues(t *testing.T) {
 			t.Fatalf("position %d after %d", d.Position, last)
 		}
 		last = d.Position
-		var desc *Descriptor
+		var desc *descriptor.RingHandle
 		if i%2 == 0 {
 			desc = &d
 		}
@@ -385,7 +386,7 @@ func TestReceiverNeverWaitsForAnotherProcessLock(t *testing.T) {
 		t.Run(fmt.Sprintf("descriptor=%v", useDesc), func(t *testing.T) {
 			_, p, r := pair(t, 4096)
 			d := mustPut(t, p, "0", "1", "locked", []byte{0, 1, 2})
-			var desc *Descriptor
+			var desc *descriptor.RingHandle
 			if useDesc {
 				desc = &d
 			}

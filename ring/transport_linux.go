@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"omnishm/descriptor"
 	"omnishm/scope"
 )
 
@@ -23,14 +24,6 @@ var (
 	// ErrName: a descriptor names a file that is not a ring of this uid.
 	ErrName = errors.New("ring: invalid ring name")
 )
-
-// Descriptor names one ring publication: the "host_ring" object of SPEC §3,
-// {"name", "position", "size"}, Size being the payload length.
-type Descriptor struct {
-	Name     string
-	Position uint64
-	Size     int
-}
 
 // Options configure a Transport.
 type Options struct {
@@ -170,7 +163,7 @@ func (t *Transport) MaxPayload(key string) int {
 // setup failure): the caller uses the per-key path; nothing waits for ring
 // space. An earlier ready frame of key is retired (SPEC §3). On error ok is
 // false too; an error from write publishes nothing and retires nothing.
-func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(dst []byte) error) (d Descriptor, ok bool, err error) {
+func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(dst []byte) error) (d descriptor.RingHandle, ok bool, err error) {
 	if kind != KindBytes && kind != KindTensors {
 		return d, false, fmt.Errorf("ring: put %q: kind %v is not a payload kind", key, kind)
 	}
@@ -222,7 +215,7 @@ func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(ds
 	p.m.setHead(head + total)
 	p.ix.add(key, head)
 	p.ix.cursor = head + total
-	return Descriptor{Name: p.name, Position: head, Size: size}, true, nil
+	return descriptor.RingHandle{Name: p.name, Position: head, Size: size}, true, nil
 }
 
 // reclaim advances tail over done and padding frames; p.mu and the ring
@@ -381,7 +374,7 @@ func (t *Transport) release(p *producer) {
 // registry event, typically microseconds later; where inotify is
 // unavailable every miss compares the directory stamp instead (SPEC §7).
 // The first Get of an edge always scans the directory.
-func (t *Transport) Get(from, to, key string, desc *Descriptor, decode func(kind Kind, payload []byte) (any, error)) (v any, size int, ok bool, err error) {
+func (t *Transport) Get(from, to, key string, desc *descriptor.RingHandle, decode func(kind Kind, payload []byte) (any, error)) (v any, size int, ok bool, err error) {
 	if desc != nil {
 		return t.getDescribed(key, desc, decode)
 	}
@@ -446,7 +439,7 @@ func (r *reader) quickMiss(key string) bool {
 
 // receive tries to take key from one attached ring. dead reports a ring to
 // drop (producer gone, or corrupt).
-func (r *reader) receive(c *counters, key string, desc *Descriptor, decode func(Kind, []byte) (any, error)) (v any, size int, ok, dead bool, err error) {
+func (r *reader) receive(c *counters, key string, desc *descriptor.RingHandle, decode func(Kind, []byte) (any, error)) (v any, size int, ok, dead bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed || r.dead.Load() {
@@ -529,7 +522,7 @@ func (r *reader) close(w *watcher) {
 	r.ix = index{}
 }
 
-func (t *Transport) getDescribed(key string, desc *Descriptor, decode func(Kind, []byte) (any, error)) (any, int, bool, error) {
+func (t *Transport) getDescribed(key string, desc *descriptor.RingHandle, decode func(Kind, []byte) (any, error)) (any, int, bool, error) {
 	if !scope.ValidRingName(t.uid, desc.Name) {
 		return nil, 0, false, fmt.Errorf("%w: %q", ErrName, desc.Name)
 	}

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"omnishm/descriptor"
 	"omnishm/keys"
 	"omnishm/scope"
 )
@@ -54,7 +55,7 @@ func Claim(dir, key string) (data []byte, ok bool, err error) {
 // ClaimDescriptor is Claim for a descriptor from the producer. A per-key
 // publication has no generation: if the key was re-published since, the
 // newer payload is returned, whatever d.Size said.
-func ClaimDescriptor(dir string, d Descriptor) ([]byte, bool, error) {
+func ClaimDescriptor(dir string, d descriptor.ShmHandle) ([]byte, bool, error) {
 	return Claim(dir, d.Name)
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"omnishm/descriptor"
 	"omnishm/keys"
 	"omnishm/scope"
 	"sync"
@@ -15,13 +16,6 @@ var ErrClosed = errors.New("segment: producer closed")
 // sweepBatch bounds the consumed-key sweep each Put does, as Python's
 // _reap_segments does: a round-robin over at most 64 pending keys.
 const sweepBatch = 64
-
-// Descriptor is the per-key part of a publication's descriptor,
-// {"shm": {"name": key, "size": n}} (SPEC §6).
-type Descriptor struct {
-	Name string `json:"name" msgpack:"name"`
-	Size int    `json:"size" msgpack:"size"`
-}
 
 // Options configure a Producer.
 type Options struct {
@@ -66,22 +60,22 @@ func (p *Producer) lockPath(key string) string { return p.dir + "/" + scope.Lock
 // writes a segment of exactly len(data) plain bytes, replacing an unclaimed
 // one, and records the key as pending. data is copied before Put returns.
 // A receiver in any process then claims it with Claim.
-func (p *Producer) Put(key string, data []byte) (Descriptor, error) {
+func (p *Producer) Put(key string, data []byte) (descriptor.ShmHandle, error) {
 	if err := keys.Check(key); err != nil {
-		return Descriptor{}, err
+		return descriptor.ShmHandle{}, err
 	}
 	if len(data) == 0 {
 		// A zero-size segment reads as "not ready yet" to every receiver.
-		return Descriptor{}, fmt.Errorf("segment: put %q: empty payload", key)
+		return descriptor.ShmHandle{}, fmt.Errorf("segment: put %q: empty payload", key)
 	}
 	if p.isClosed() {
-		return Descriptor{}, ErrClosed
+		return descriptor.ShmHandle{}, ErrClosed
 	}
 	p.sweepConsumed()
 
 	fd, err := lockFile(p.lockPath(key), true)
 	if err != nil {
-		return Descriptor{}, fmt.Errorf("segment: put %q: %w", key, err)
+		return descriptor.ShmHandle{}, fmt.Errorf("segment: put %q: %w", key, err)
 	}
 	defer closeFD(fd)
 	seg := p.segPath(key)
@@ -105,7 +99,7 @@ func (p *Producer) Put(key string, data []byte) (Descriptor, error) {
 		if _, serr := segmentAt(seg); serr == errGone {
 			remove(p.lockPath(key))
 		}
-		return Descriptor{}, fmt.Errorf("segment: put %q: %w", key, err)
+		return descriptor.ShmHandle{}, fmt.Errorf("segment: put %q: %w", key, err)
 	}
 	p.notify(p.onCreate, seg)
 
@@ -120,9 +114,9 @@ func (p *Producer) Put(key string, data []byte) (Descriptor, error) {
 		remove(seg)
 		remove(p.lockPath(key))
 		p.notify(p.onRemove, seg)
-		return Descriptor{}, ErrClosed
+		return descriptor.ShmHandle{}, ErrClosed
 	}
-	return Descriptor{Name: key, Size: len(data)}, nil
+	return descriptor.ShmHandle{Name: key, Size: len(data)}, nil
 }
 
 // Pending reports whether key was published by p and not yet known to be

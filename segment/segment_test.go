@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"omnishm/descriptor"
 	"omnishm/internal/shmtest"
 	"omnishm/keys"
 	"omnishm/scope"
@@ -129,7 +130,7 @@ func assertPresent(t *testing.T, path string) {
 	}
 }
 
-func mustPut(t *testing.T, p *Producer, key string, data []byte) Descriptor {
+func mustPut(t *testing.T, p *Producer, key string, data []byte) descriptor.ShmHandle {
 	t.Helper()
 	d, err := p.Put(key, data)
 	if err != nil {
@@ -217,7 +218,7 @@ func TestPutInOneProcessClaimInAnother(t *testing.T) {
 			defer p.Close()
 			data := payload(size, 8)
 			d := mustPut(t, p, key, data)
-			if d != (Descriptor{Name: key, Size: size}) {
+			if d != (descriptor.ShmHandle{Name: key, Size: size}) {
 				t.Fatalf("descriptor %+v", d)
 			}
 			var st unix.Stat_t

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"omnishm/connector"
+	"omnishm/descriptor"
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
 	"omnishm/shmstate"
@@ -45,7 +46,7 @@ func startRingSender(t *testing.T, s, key string) (*cliProc, *connector.Descript
 	t.Helper()
 	send := startCLI(t, []byte(`{"n": 7, "t": {"$tensor": {"dtype": "float32", "shape": [2], "data": "AACAPwAAAEA="}}}`),
 		"send", "--scope", s, "--from", "0", "--to", "1", "--key", key)
-	desc, err := connector.ParseDescriptor([]byte(send.line(t)), key)
+	desc, err := descriptor.Parse([]byte(send.line(t)), key)
 	if err != nil || desc.HostRing == nil {
 		t.Fatalf("send descriptor %v, %v: want a ring frame", desc, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"omnishm/connector"
+	"omnishm/descriptor"
 	"omnishm/jsonform"
 )
 
@@ -41,7 +42,7 @@ func runRecv(ctx context.Context, args []string, inv *invocation) int {
 	var desc *connector.Descriptor
 	if *descText != "" {
 		var err error
-		if desc, err = connector.ParseDescriptor([]byte(*descText), *e.key); err != nil {
+		if desc, err = descriptor.Parse([]byte(*descText), *e.key); err != nil {
 			return inv.usageError("--descriptor: %v", err)
 		}
 	}

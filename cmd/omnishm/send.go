@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"omnishm/connector"
+	"omnishm/descriptor"
 	"omnishm/jsonform"
 	"omnishm/scope"
 )
@@ -193,7 +194,7 @@ func newClaimCheck(d connector.Descriptor) (*claimCheck, error) {
 			return nil, fmt.Errorf("watch %s: zero capacity", path)
 		}
 	default:
-		return nil, connector.ErrBadDescriptor
+		return nil, descriptor.ErrBad
 	}
 	return c, nil
 }

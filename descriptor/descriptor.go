@@ -1,4 +1,9 @@
-package connector
+// Package descriptor owns the one descriptor type of every transport: the
+// name of one publication, in the shape both implementations put on the
+// wire (SPEC §3, §6, §9). The ring fills its HostRing handle, per-key
+// segments their Shm handle; a receiver that passes a descriptor back gets
+// that publication or a miss, never a newer one. It is pure data.
+package descriptor
 
 import (
 	"encoding/json"
@@ -6,9 +11,9 @@ import (
 	"fmt"
 )
 
-// Descriptor names one publication, in the shape both implementations put on
-// the wire: {"shm": {"name", "size"}, "size"} for a per-key segment or
-// {"host_ring": {"name", "position", "size"}, "size"} for a ring frame.
+// Descriptor names one publication: {"shm": {"name", "size"}, "size"} for a
+// per-key segment or {"host_ring": {"name", "position", "size"}, "size"}
+// for a ring frame. Exactly one handle is set; Size is the payload length.
 type Descriptor struct {
 	Shm      *ShmHandle  `json:"shm,omitempty" msgpack:"shm,omitempty"`
 	HostRing *RingHandle `json:"host_ring,omitempty" msgpack:"host_ring,omitempty"`
@@ -29,22 +34,23 @@ type RingHandle struct {
 	Size     int    `json:"size" msgpack:"size"`
 }
 
-// ErrBadDescriptor is returned for a descriptor that names no publication.
-var ErrBadDescriptor = errors.New("connector: bad descriptor")
+// ErrBad is wrapped by every error about a descriptor that names no
+// publication.
+var ErrBad = errors.New("bad descriptor")
 
-// ParseDescriptor reads a descriptor from JSON, in either the plain form or
+// Parse reads a descriptor from JSON, in either the plain form or
 // the {key: descriptor} map form of SPEC §9, picking key's entry from a map.
-func ParseDescriptor(data []byte, key string) (*Descriptor, error) {
+func Parse(data []byte, key string) (*Descriptor, error) {
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadDescriptor, err)
+		return nil, fmt.Errorf("%w: %v", ErrBad, err)
 	}
 	if inner, ok := probe[key]; ok && key != "shm" && key != "host_ring" && key != "size" {
 		data = inner
 	}
 	var d Descriptor
 	if err := json.Unmarshal(data, &d); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadDescriptor, err)
+		return nil, fmt.Errorf("%w: %v", ErrBad, err)
 	}
 	if err := d.Validate(); err != nil {
 		return nil, err
@@ -52,27 +58,27 @@ func ParseDescriptor(data []byte, key string) (*Descriptor, error) {
 	return &d, nil
 }
 
-// DescriptorFrom converts a descriptor that arrived as a decoded payload
+// From converts a descriptor that arrived as a decoded payload
 // (map[string]any from msgpack or JSON), plain or in {key: descriptor} form.
-func DescriptorFrom(v any, key string) (*Descriptor, error) {
+func From(v any, key string) (*Descriptor, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadDescriptor, err)
+		return nil, fmt.Errorf("%w: %v", ErrBad, err)
 	}
-	return ParseDescriptor(data, key)
+	return Parse(data, key)
 }
 
 // Validate checks that exactly one handle is present and sizes are sane.
 func (d *Descriptor) Validate() error {
 	switch {
 	case (d.Shm == nil) == (d.HostRing == nil):
-		return fmt.Errorf("%w: want exactly one of shm, host_ring", ErrBadDescriptor)
+		return fmt.Errorf("%w: want exactly one of shm, host_ring", ErrBad)
 	case d.Size < 0:
-		return fmt.Errorf("%w: negative size", ErrBadDescriptor)
+		return fmt.Errorf("%w: negative size", ErrBad)
 	case d.Shm != nil && (d.Shm.Name == "" || d.Shm.Size < 0):
-		return fmt.Errorf("%w: shm handle without a name", ErrBadDescriptor)
+		return fmt.Errorf("%w: shm handle without a name", ErrBad)
 	case d.HostRing != nil && (d.HostRing.Name == "" || d.HostRing.Size < 0):
-		return fmt.Errorf("%w: host_ring handle without a name", ErrBadDescriptor)
+		return fmt.Errorf("%w: host_ring handle without a name", ErrBad)
 	}
 	return nil
 }
