@@ -5,6 +5,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"omnishm/ring"
 	"os"
 	"strconv"
 )
@@ -12,14 +13,6 @@ import (
 // SharedMemoryConnector is the name of the local transport, as in the
 // Python deployment's configuration.
 const SharedMemoryConnector = "SharedMemoryConnector"
-
-// Host ring sizes (SPEC §3): 0 disables the ring, otherwise the size must be
-// within [MinHostRingBytes, MaxHostRingBytes].
-const (
-	DefaultHostRingBytes = 4 << 20
-	MinHostRingBytes     = 4096
-	MaxHostRingBytes     = 64 << 20
-)
 
 // NoStage is Extra.StageID when the configuration names no stage.
 const NoStage = -1
@@ -56,7 +49,7 @@ type Extra struct {
 func Default() Connector {
 	return Connector{
 		Name:  SharedMemoryConnector,
-		Extra: Extra{HostRingBytes: DefaultHostRingBytes, StageID: NoStage},
+		Extra: Extra{HostRingBytes: ring.DefaultCapacity, StageID: NoStage},
 	}
 }
 
@@ -86,8 +79,8 @@ func checkName(name string) error {
 }
 
 func checkRingBytes(n int) error {
-	if n != 0 && (n < MinHostRingBytes || n > MaxHostRingBytes) {
-		return invalid("extra.host_ring_bytes", "%d is outside 0 or %d..%d", n, MinHostRingBytes, MaxHostRingBytes)
+	if ring.CheckCapacity(n) != nil {
+		return invalid("extra.host_ring_bytes", "%d is outside 0 or %d..%d", n, ring.MinCapacity, ring.MaxCapacity)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"omnishm/ring"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,15 +49,15 @@ func TestDefaultsAndAccepted(t *testing.T) {
 		want       Extra
 	}{
 		{"no extra", "connectors:\n  a:\n    name: SharedMemoryConnector\n",
-			Extra{HostRingBytes: DefaultHostRingBytes, StageID: NoStage}},
+			Extra{HostRingBytes: ring.DefaultCapacity, StageID: NoStage}},
 		{"null extra", "connectors:\n  a:\n    name: SharedMemoryConnector\n    extra:\n",
-			Extra{HostRingBytes: DefaultHostRingBytes, StageID: NoStage}},
+			Extra{HostRingBytes: ring.DefaultCapacity, StageID: NoStage}},
 		{"ring off", "connectors:\n  a:\n    name: SharedMemoryConnector\n    extra: {host_ring_bytes: 0}\n",
 			Extra{HostRingBytes: 0, StageID: NoStage}},
 		{"bounds", "connectors:\n  a:\n    name: SharedMemoryConnector\n    extra: {host_ring_bytes: 67108864, stage_id: 0}\n",
-			Extra{HostRingBytes: MaxHostRingBytes, StageID: 0}},
+			Extra{HostRingBytes: ring.MaxCapacity, StageID: 0}},
 		{"null values are absent", "connectors:\n  a:\n    name: SharedMemoryConnector\n    extra: {host_ring_bytes: ~, wakeup_scope: null, stage_id: ~}\n",
-			Extra{HostRingBytes: DefaultHostRingBytes, StageID: NoStage}},
+			Extra{HostRingBytes: ring.DefaultCapacity, StageID: NoStage}},
 		{"other sections ignored", "stage_args: [1, 2]\nconnectors:\n  a: &base\n    name: SharedMemoryConnector\n    extra: {host_ring_bytes: 4096, wakeup_scope: '42'}\n",
 			Extra{HostRingBytes: 4096, WakeupScope: "42", StageID: NoStage}},
 	}

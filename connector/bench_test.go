@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"omnishm/internal/shmtest"
+	"omnishm/ring"
 )
 
 // BenchmarkPutGetPair is the transport's CPU cost: one put and one get of
@@ -18,7 +19,7 @@ func BenchmarkPutGetPair(b *testing.B) {
 		name      string
 		ringBytes int
 		payload   any
-	}{{"ring", DefaultRingBytes, codes(56, 0)}, {"ring-plain", DefaultRingBytes, map[string]any{"ids": ids}}, {"perkey", 0, codes(56, 0)}} {
+	}{{"ring", ring.DefaultCapacity, codes(56, 0)}, {"ring-plain", ring.DefaultCapacity, map[string]any{"ids": ids}}, {"perkey", 0, codes(56, 0)}} {
 		b.Run(tc.name, func(b *testing.B) {
 			s := shmtest.Scope(b)
 			c := openB(b, s, "1", tc.ringBytes)
@@ -41,7 +42,7 @@ func BenchmarkPutGetPair(b *testing.B) {
 // ring part takes no lock, scan or syscall; the per-key check is one stat.
 func BenchmarkGetMiss(b *testing.B) {
 	s := shmtest.Scope(b)
-	sender, receiver := openB(b, s, "0", DefaultRingBytes), openB(b, s, "1", DefaultRingBytes)
+	sender, receiver := openB(b, s, "0", ring.DefaultCapacity), openB(b, s, "1", ring.DefaultCapacity)
 	if _, _, err := sender.Put("0", "1", "prime", codes(3, 0)); err != nil {
 		b.Fatal(err)
 	}

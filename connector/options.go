@@ -2,11 +2,9 @@ package connector
 
 import (
 	"log/slog"
+	"omnishm/ring"
 	"time"
 )
-
-// DefaultRingBytes is the default host ring capacity per producer and edge.
-const DefaultRingBytes = 4 << 20
 
 // Options configure a shared-memory connector. Start from DefaultOptions:
 // as in SPEC §9, HostRingBytes 0 disables the ring.
@@ -37,5 +35,5 @@ type Options struct {
 // DefaultOptions returns the SPEC defaults (a 4 MiB ring, wakeups on) and
 // a 50 µs spin before Recv sleeps: a sleep and a wakeup cost more than that.
 func DefaultOptions() Options {
-	return Options{HostRingBytes: DefaultRingBytes, Wakeups: true, Spin: 50 * time.Microsecond}
+	return Options{HostRingBytes: ring.DefaultCapacity, Wakeups: true, Spin: 50 * time.Microsecond}
 }

@@ -11,6 +11,7 @@ import (
 
 	"omnishm/descriptor"
 	"omnishm/internal/shmtest"
+	"omnishm/ring"
 	"omnishm/scope"
 )
 
@@ -27,7 +28,7 @@ func startProducer(t *testing.T, scope string, ringBytes int, key string, n, sta
 }
 
 func TestCrossProcessPutAndGet(t *testing.T) {
-	for _, ringBytes := range []int{DefaultRingBytes, 0} {
+	for _, ringBytes := range []int{ring.DefaultCapacity, 0} {
 		t.Run("ring="+itoa(ringBytes), func(t *testing.T) {
 			s := shmtest.Scope(t)
 			key := shmtest.Key("xproc")
@@ -64,7 +65,7 @@ func TestCrossProcessPutAndGet(t *testing.T) {
 }
 
 func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
-	for _, ringBytes := range []int{DefaultRingBytes, 0} {
+	for _, ringBytes := range []int{ring.DefaultCapacity, 0} {
 		t.Run("ring="+itoa(ringBytes), func(t *testing.T) {
 			s := shmtest.Scope(t)
 			sender := open(t, s, "0", ringBytes)
@@ -140,8 +141,8 @@ func removeDeadFIFOs(t *testing.T, s string) {
 func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 	s := shmtest.Scope(t)
 	removeDeadFIFOs(t, s)
-	p, old := startProducer(t, s, DefaultRingBytes, "restart", 1, 11)
-	receiver := open(t, s, "1", DefaultRingBytes)
+	p, old := startProducer(t, s, ring.DefaultCapacity, "restart", 1, 11)
+	receiver := open(t, s, "1", ring.DefaultCapacity)
 	// Attach the live ring without claiming its frame.
 	missing(t, receiver, "0", "1", "not-published", nil)
 	p.Send(t, "exit") // leaves without closing: its frame stays in the ring
@@ -150,7 +151,7 @@ func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 	}
 	missing(t, receiver, "0", "1", "restart", old)
 	missing(t, receiver, "0", "1", "restart", nil)
-	replacement := open(t, s, "0", DefaultRingBytes)
+	replacement := open(t, s, "0", ring.DefaultCapacity)
 	mustPut(t, replacement, "0", "1", "restart", codes(1, 22))
 	if got := int64s(t, mustGet(t, receiver, "0", "1", "restart", nil).(map[string]any)["codes"]); got[0] != 22 {
 		t.Fatalf("got %v: a dead producer's frame was delivered", got)
@@ -165,7 +166,7 @@ func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 	s := shmtest.Scope(t)
 	removeDeadFIFOs(t, s)
 	ringKey, bigKey := shmtest.Key("killed-ring"), shmtest.Key("killed-big")
-	p, ringDesc := startProducer(t, s, DefaultRingBytes, ringKey, 3, 0)
+	p, ringDesc := startProducer(t, s, ring.DefaultCapacity, ringKey, 3, 0)
 	p.Send(t, "put "+bigKey+" 200000 0") // 1.6 MB: beyond a quarter of the ring
 	var bigDesc Descriptor
 	if err := json.Unmarshal([]byte(p.Line(t, wait)), &bigDesc); err != nil || bigDesc.Shm == nil || ringDesc.HostRing == nil {
@@ -188,7 +189,7 @@ func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 	})
 	// What may remain is data-free: an empty marker and a lock file. A live
 	// receiver prunes the marker; remove the lock file as a sweep would.
-	receiver := open(t, s, "1", DefaultRingBytes)
+	receiver := open(t, s, "1", ring.DefaultCapacity)
 	missing(t, receiver, "0", "1", ringKey, nil)
 	os.Remove("/dev/shm/shm_" + bigKey + "_lockfile.lock")
 	receiver.Close()
@@ -199,7 +200,7 @@ func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 }
 
 func TestWakeupEndsABlockedRecv(t *testing.T) {
-	for _, ringBytes := range []int{DefaultRingBytes, 0} {
+	for _, ringBytes := range []int{ring.DefaultCapacity, 0} {
 		s := shmtest.Scope(t)
 		key := shmtest.Key("wake")
 		r := shmtest.Start(t, "recv", s, key, "60s")

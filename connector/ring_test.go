@@ -13,6 +13,7 @@ import (
 	"omnishm/descriptor"
 	"omnishm/frame"
 	"omnishm/internal/shmtest"
+	"omnishm/ring"
 	"omnishm/scope"
 	"omnishm/tensor"
 	"omnishm/wire"
@@ -256,7 +257,7 @@ func TestFallbackMissWhileLockHeldThenClaim(t *testing.T) {
 }
 
 func TestLargeTensorDoesNotShareOwnerWithSmallMetadata(t *testing.T) {
-	c := open(t, shmtest.Scope(t), "0", DefaultRingBytes)
+	c := open(t, shmtest.Scope(t), "0", ring.DefaultCapacity)
 	ones := make([]float32, 16384)
 	for i := range ones {
 		ones[i] = 1
@@ -410,7 +411,7 @@ func TestTensorFreeListsReuseNativeSerialization(t *testing.T) {
 	if string(got) != string(want) {
 		t.Fatal("a tensor-free frame differs from the plain msgpack form")
 	}
-	c := open(t, shmtest.Scope(t), "0", DefaultRingBytes)
+	c := open(t, shmtest.Scope(t), "0", ring.DefaultCapacity)
 	mustPut(t, c, "0", "1", "native-lists", payload)
 	m := mustGet(t, c, "0", "1", "native-lists", nil).(map[string]any)
 	if l := m["prompt_token_ids"].([]any); len(l) != 8192 || l[8191] != int64(8191) {
@@ -424,7 +425,7 @@ func TestScalarListsAndLiteralExtensions(t *testing.T) {
 		cond[i] = 0.25
 	}
 	literal := wire.Ext{Code: 42, Data: make([]byte, 20)}
-	c := open(t, shmtest.Scope(t), "0", DefaultRingBytes)
+	c := open(t, shmtest.Scope(t), "0", ring.DefaultCapacity)
 	d := mustPut(t, c, "0", "1", "mixed-lists", map[string]any{"condition": cond, "codes": codes(28, 0)["codes"], "extension": literal})
 	if d.HostRing == nil {
 		t.Fatalf("took %v", d)

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"omnishm/connector"
 	"omnishm/internal/shmtest"
+	"omnishm/ring"
 	"omnishm/scope"
 )
 
@@ -35,7 +35,7 @@ func TestCancelAcrossImplementations(t *testing.T) {
 	t.Run("go-producer", func(t *testing.T) {
 		s := shmtest.Scope(t)
 		k := newKeys()
-		sender := openConn(t, s, "0", connector.DefaultRingBytes)
+		sender := openConn(t, s, "0", ring.DefaultCapacity)
 		for i, key := range []string{k.single, k.digits1, k.digits2, k.other, k.probe} {
 			if _, d, err := sender.Put("0", "1", key, plainPayload(int64(i), false)); err != nil || d.HostRing == nil {
 				t.Fatalf("put %s: %v %v", key, d, err)
@@ -75,7 +75,7 @@ func TestCancelAcrossImplementations(t *testing.T) {
 		if l := py.line(t); l != "ready" {
 			t.Fatal(l)
 		}
-		receiver := openConn(t, s, "1", connector.DefaultRingBytes)
+		receiver := openConn(t, s, "1", ring.DefaultCapacity)
 		getEventually(t, receiver, k.probe, nil)
 		py.send(t, "cancel "+k.single)
 		if l := py.line(t); l != "1" {
@@ -110,7 +110,7 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 	if l := py.line(t); l != "ready" {
 		t.Fatal(l)
 	}
-	sender := openConn(t, s, "0", connector.DefaultRingBytes)
+	sender := openConn(t, s, "0", ring.DefaultCapacity)
 	gk1, gk2 := shmtest.Key("go1"), shmtest.Key("go2")
 	_, d, err := sender.Put("0", "1", gk1, tensorPayload(3))
 	if err != nil || d.HostRing == nil {
@@ -136,7 +136,7 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 		}
 		checkTree(t, key, want, decodeReceived(t, r, data))
 	}
-	receiver := openConn(t, s, "1", connector.DefaultRingBytes)
+	receiver := openConn(t, s, "1", ring.DefaultCapacity)
 	got, _ := getEventually(t, receiver, pk2, nil)
 	checkTree(t, pk2, plainPayload(2, false), got)
 	got, _ = getEventually(t, receiver, gk2, nil)
@@ -229,7 +229,7 @@ func TestQuarterCapacityBoundary(t *testing.T) {
 // segment.CheckKey refuses such keys, so they never reach a ring.
 func TestGoKeyThatIsNotUTF8NeverBreaksAPythonReceiver(t *testing.T) {
 	s := shmtest.Scope(t)
-	sender := openConn(t, s, "0", connector.DefaultRingBytes)
+	sender := openConn(t, s, "0", ring.DefaultCapacity)
 	bad, good := shmtest.Key("bad")+"\xff", shmtest.Key("good")
 	if _, d, err := sender.Put("0", "1", bad, plainPayload(1, false)); err == nil && d.HostRing != nil {
 		t.Errorf("a key that is not UTF-8 went into the ring: %v", d)
@@ -252,7 +252,7 @@ func TestCompetingReceiversClaimEachPublicationOnce(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		ringBytes int
-	}{{"ring", connector.DefaultRingBytes}, {"segments", 0}} {
+	}{{"ring", ring.DefaultCapacity}, {"segments", 0}} {
 		t.Run(c.name, func(t *testing.T) {
 			s := shmtest.Scope(t)
 			sender := openConn(t, s, "0", c.ringBytes)

@@ -55,7 +55,7 @@ func TestPythonReceiverFollowsGoProducers(t *testing.T) {
 		checkTree(t, key, want, decodeReceived(t, r, data))
 	}
 
-	first := openConn(t, s, "0", connector.DefaultRingBytes)
+	first := openConn(t, s, "0", ring.DefaultCapacity)
 	k1 := shmtest.Key("first")
 	if _, d, err := first.Put("0", "1", k1, tensorPayload(1)); err != nil || d.HostRing == nil {
 		t.Fatalf("put: %v %v", d, err)
@@ -66,7 +66,7 @@ func TestPythonReceiverFollowsGoProducers(t *testing.T) {
 		t.Fatalf("got %+v", r)
 	}
 
-	second := openConn(t, s, "0", connector.DefaultRingBytes)
+	second := openConn(t, s, "0", ring.DefaultCapacity)
 	k2 := shmtest.Key("second")
 	if _, d, err := second.Put("0", "1", k2, plainPayload(2, false)); err != nil || d.HostRing == nil {
 		t.Fatalf("put: %v %v", d, err)
@@ -86,7 +86,7 @@ func TestPythonReceiverFollowsGoProducers(t *testing.T) {
 
 	// A producer that closed and one that replaces it.
 	first.Close()
-	third := openConn(t, s, "0", connector.DefaultRingBytes)
+	third := openConn(t, s, "0", ring.DefaultCapacity)
 	k4 := shmtest.Key("third")
 	if _, d, err := third.Put("0", "1", k4, tensorPayload(4)); err != nil || d.HostRing == nil {
 		t.Fatalf("put: %v %v", d, err)
@@ -104,7 +104,7 @@ func TestPythonReceiverFollowsGoProducers(t *testing.T) {
 // (a new process, a new ring, a new marker) on that edge.
 func TestGoReceiverFollowsPythonProducers(t *testing.T) {
 	s := shmtest.Scope(t)
-	receiver := openConn(t, s, "1", connector.DefaultRingBytes)
+	receiver := openConn(t, s, "1", ring.DefaultCapacity)
 	missing(t, receiver, shmtest.Key("nothing-yet"), nil)
 	var producers []*pyPeer
 	for i := range 3 {
@@ -226,7 +226,7 @@ func TestWrapAround(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("python-producer/%d", ringBytes), func(t *testing.T) {
 			s := shmtest.Scope(t)
-			receiver := openConn(t, s, "1", connector.DefaultRingBytes)
+			receiver := openConn(t, s, "1", ring.DefaultCapacity)
 			key := shmtest.Key("wrap")
 			kind, data := wrapBytes(t, 0)
 			py := startPeer(t, "put", s, "0", "1", key, kind, hexFile(t, data), "--ring-bytes", strconv.Itoa(ringBytes))
@@ -274,7 +274,7 @@ func TestWrapAround(t *testing.T) {
 // ring and delete its marker; the Go producer's close still succeeds.
 func TestPythonChecksGoCreatorStart(t *testing.T) {
 	s := shmtest.Scope(t)
-	sender := openConn(t, s, "0", connector.DefaultRingBytes)
+	sender := openConn(t, s, "0", ring.DefaultCapacity)
 	k1, k2 := shmtest.Key("accepted"), shmtest.Key("rejected")
 	_, d1, err := sender.Put("0", "1", k1, plainPayload(1, false))
 	if err != nil || d1.HostRing == nil {
@@ -295,10 +295,10 @@ func TestPythonChecksGoCreatorStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	le := binary.LittleEndian
-	if string(header[:8]) != "OMSHMR01" || le.Uint64(header[8:]) != connector.DefaultRingBytes ||
+	if string(header[:8]) != "OMSHMR01" || le.Uint64(header[8:]) != ring.DefaultCapacity ||
 		le.Uint64(header[32:]) != uint64(os.Getpid()) || le.Uint64(header[40:]) != start ||
 		!bytes.Equal(header[48:], make([]byte, 16)) {
-		t.Fatalf("Go ring header % x: want magic, capacity %d, pid %d, start %d, zeros", header, connector.DefaultRingBytes, os.Getpid(), start)
+		t.Fatalf("Go ring header % x: want magic, capacity %d, pid %d, start %d, zeros", header, ring.DefaultCapacity, os.Getpid(), start)
 	}
 	if r, _ := pyGet(t, s, k1, "", "0"); r == nil {
 		t.Fatal("Python rejected a live Go producer's ring")

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"omnishm/connector"
 	"omnishm/frame"
 	"omnishm/internal/shmtest"
 	"omnishm/jsonform"
@@ -214,7 +213,7 @@ func TestReferenceVectorsThroughPythonRing(t *testing.T) {
 	if l := py.line(t); l != "ready" {
 		t.Fatal(l)
 	}
-	receiver := openConn(t, s, "1", connector.DefaultRingBytes)
+	receiver := openConn(t, s, "1", ring.DefaultCapacity)
 	for _, v := range all {
 		got, _ := getEventually(t, receiver, v.key, nil)
 		expected, err := os.ReadFile(filepath.Join(dir, v.caseName+".json"))

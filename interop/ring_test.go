@@ -42,7 +42,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 		order = append(order, key)
 		args = append(args, key, kind, hexFile(t, data))
 	}
-	receiver := openConn(t, s, "1", connector.DefaultRingBytes)
+	receiver := openConn(t, s, "1", ring.DefaultCapacity)
 	// Scan the edge before the producer exists: its ring must then be found
 	// through the stamp change its marker makes (SPEC §7).
 	missing(t, receiver, order[0], nil)
@@ -114,8 +114,8 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 // receiver then misses (exactly once across implementations).
 func TestGoRingProducerToPythonReceiver(t *testing.T) {
 	s := shmtest.Scope(t)
-	sender := openConn(t, s, "0", connector.DefaultRingBytes)
-	receiver := openConn(t, s, "1", connector.DefaultRingBytes)
+	sender := openConn(t, s, "0", ring.DefaultCapacity)
+	receiver := openConn(t, s, "1", ring.DefaultCapacity)
 	cases := []struct {
 		name    string
 		want    any
@@ -180,7 +180,7 @@ func TestGoRingProducerToPythonReceiver(t *testing.T) {
 func TestStaleDescriptor(t *testing.T) {
 	t.Run("go-producer", func(t *testing.T) {
 		s := shmtest.Scope(t)
-		sender := openConn(t, s, "0", connector.DefaultRingBytes)
+		sender := openConn(t, s, "0", ring.DefaultCapacity)
 		key := shmtest.Key("twice")
 		_, first, err := sender.Put("0", "1", key, plainPayload(1, false))
 		if err != nil {
@@ -216,7 +216,7 @@ func TestStaleDescriptor(t *testing.T) {
 		if l := py.line(t); l != "ready" {
 			t.Fatal(l)
 		}
-		receiver := openConn(t, s, "1", connector.DefaultRingBytes)
+		receiver := openConn(t, s, "1", ring.DefaultCapacity)
 		missing(t, receiver, key, first)
 		got, _ := getEventually(t, receiver, key, second)
 		checkTree(t, "second version", tensorPayload(2), got)
@@ -238,13 +238,13 @@ func TestDeadPythonProducer(t *testing.T) {
 	if l := py.line(t); l != "ready" {
 		t.Fatal(l)
 	}
-	attached := openConn(t, s, "1", connector.DefaultRingBytes)
+	attached := openConn(t, s, "1", ring.DefaultCapacity)
 	got, _ := getEventually(t, attached, alive, nil)
 	checkTree(t, alive, plainPayload(1, false), got)
 
 	py.send(t, "crash")
 	py.exit(t)
-	fresh := openConn(t, s, "1", connector.DefaultRingBytes)
+	fresh := openConn(t, s, "1", ring.DefaultCapacity)
 	for name, c := range map[string]*connector.SHM{"attached": attached, "fresh": fresh} {
 		t.Run(name, func(t *testing.T) {
 			missing(t, c, dead, deadDesc)

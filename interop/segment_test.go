@@ -5,6 +5,7 @@ import (
 
 	"omnishm/connector"
 	"omnishm/internal/shmtest"
+	"omnishm/ring"
 	"omnishm/tensor"
 	"omnishm/wire"
 )
@@ -25,7 +26,7 @@ func TestGoSegmentToPython(t *testing.T) {
 	}{
 		{"ring-disabled", 0, tensorPayload(9)},
 		{"ring-disabled-plain", 0, plainPayload(10, false)},
-		{"too-large-for-ring", connector.DefaultRingBytes, map[string]any{"hidden": must(tensor.FromSlice(big, 1000, 300))}},
+		{"too-large-for-ring", ring.DefaultCapacity, map[string]any{"hidden": must(tensor.FromSlice(big, 1000, 300))}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -72,10 +73,10 @@ func TestPythonSegmentToGo(t *testing.T) {
 	}{
 		{"ring=0", 0, false, false},
 		{"ring=0/descriptor", 0, true, false},
-		{"ring=default", connector.DefaultRingBytes, false, false},
-		{"ring=default/descriptor", connector.DefaultRingBytes, true, false},
+		{"ring=default", ring.DefaultCapacity, false, false},
+		{"ring=default/descriptor", ring.DefaultCapacity, true, false},
 		{"ring=0/OMNIIPC1", 0, false, true},
-		{"ring=default/OMNIIPC1/descriptor", connector.DefaultRingBytes, true, true},
+		{"ring=default/OMNIIPC1/descriptor", ring.DefaultCapacity, true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -51,10 +51,6 @@ const (
 	stateReady      = 0
 	stateDone       = 1
 	maxKeyLen       = 65535
-
-	// MinCapacity and MaxCapacity bound a non-zero host_ring_bytes (SPEC §3).
-	MinCapacity = 4096
-	MaxCapacity = 64 << 20
 )
 
 var magic = [8]byte{'O', 'M', 'S', 'H', 'M', 'R', '0', '1'}

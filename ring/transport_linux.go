@@ -17,8 +17,6 @@ import (
 )
 
 var (
-	// ErrCapacity: host_ring_bytes is neither 0 nor within 4096..67108864.
-	ErrCapacity = errors.New("ring: host_ring_bytes must be zero or between 4096 and 67108864")
 	// ErrClosed: Put on a closed Transport.
 	ErrClosed = errors.New("ring: transport closed")
 	// ErrName: a descriptor names a file that is not a ring of this uid.
@@ -28,7 +26,7 @@ var (
 // Options configure a Transport.
 type Options struct {
 	Names    scope.Names // scope.New(wakeupScope)
-	Capacity int         // host_ring_bytes: 0 disables; else 4096..67108864, aligned to 16
+	Capacity int         // host_ring_bytes: 0 disables; see CheckCapacity; aligned to 16
 	Logger   *slog.Logger
 	// OnCreate is called after this process creates a ring file, OnRemove
 	// after it unlinks one (a crash watchdog can track them).
@@ -115,8 +113,8 @@ type reader struct {
 // New returns a Transport. Nothing is created until the first Put of an
 // edge; receivers attach on their first Get.
 func New(opts Options) (*Transport, error) {
-	if opts.Capacity != 0 && (opts.Capacity < MinCapacity || opts.Capacity > MaxCapacity) {
-		return nil, fmt.Errorf("%w: %d", ErrCapacity, opts.Capacity)
+	if err := CheckCapacity(opts.Capacity); err != nil {
+		return nil, fmt.Errorf("ring: %w", err)
 	}
 	if opts.Capacity != 0 && !strings.HasPrefix(opts.Names.RingDirName, scope.RingDirPrefix) {
 		return nil, fmt.Errorf("ring: Options.Names has no ring directory (use scope.New)")

@@ -17,6 +17,7 @@ import (
 
 	"omnishm/connector"
 	"omnishm/internal/shmtest"
+	"omnishm/ring"
 	"omnishm/scope"
 )
 
@@ -28,7 +29,7 @@ const wait = 30 * time.Second
 var rings = []struct {
 	name  string
 	bytes int
-}{{"ring", connector.DefaultRingBytes}, {"small-ring", 4096}, {"per-key", 0}}
+}{{"ring", ring.DefaultCapacity}, {"small-ring", 4096}, {"per-key", 0}}
 
 // roles are the child processes of the cross-process tests.
 var roles = map[string]func(args []string) int{
@@ -174,7 +175,7 @@ func TestCrossProcessInterleaved(t *testing.T) {
 			}
 			// The 4 MiB ring holds the whole run; the 4 KiB one mixes paths.
 			switch {
-			case rc.bytes == connector.DefaultRingBytes && h.HostRingGets != h.Gets,
+			case rc.bytes == ring.DefaultCapacity && h.HostRingGets != h.Gets,
 				rc.bytes == 0 && h.HostRingGets != 0:
 				t.Fatalf("receiver health %+v: wrong path for ring bytes %d", h, rc.bytes)
 			}

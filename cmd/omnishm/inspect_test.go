@@ -12,6 +12,7 @@ import (
 	"omnishm/connector"
 	"omnishm/descriptor"
 	"omnishm/internal/shmtest"
+	"omnishm/ring"
 	"omnishm/scope"
 	"omnishm/shmstate"
 )
@@ -95,7 +96,7 @@ func TestInspectLiveAndDeadRings(t *testing.T) {
 	}
 	if live.Producer != shmstate.Alive || live.Busy || live.Ready != 1 || live.Done != 0 || !slices.Equal(live.ReadyKeys, []string{key}) ||
 		!live.Marker || live.From != "0" || live.To != "1" || live.PID != send.cmd.Process.Pid ||
-		live.Capacity != connector.DefaultRingBytes || live.Used == 0 || live.Error != "" {
+		live.Capacity != ring.DefaultCapacity || live.Used == 0 || live.Error != "" {
 		t.Errorf("live ring = %+v", live)
 	}
 	human := omnishm(t, nil, "inspect", "--scope", s)

@@ -17,6 +17,7 @@ import (
 	"omnishm/connector"
 	"omnishm/descriptor"
 	"omnishm/jsonform"
+	"omnishm/ring"
 	"omnishm/scope"
 )
 
@@ -48,7 +49,7 @@ func declareEdgeFlags(inv *invocation, ringHelp string) (*flag.FlagSet, edgeFlag
 		from:      fs.String("from", "", "producer stage id (required)"),
 		to:        fs.String("to", "", "receiver stage id (required)"),
 		key:       fs.String("key", "", "publication key (required)"),
-		ringBytes: fs.Int("ring-bytes", connector.DefaultRingBytes, ringHelp),
+		ringBytes: fs.Int("ring-bytes", ring.DefaultCapacity, ringHelp),
 	}
 	return fs, e
 }
