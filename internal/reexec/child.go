@@ -38,9 +38,9 @@ type Options struct {
 	// Argv0 is the child's program name (what ps shows); empty means this
 	// process's.
 	Argv0      string
-	Dir        string      // working directory; empty means this one's
-	ExtraFiles []*os.File  // the child's descriptors 3, 4, ...
-	Stderr     io.Writer   // nil means this process's stderr
+	Dir        string     // working directory; empty means this one's
+	ExtraFiles []*os.File // the child's descriptors 3, 4, ...
+	Stderr     io.Writer  // nil means this process's stderr
 	// Detach starts the child in a session of its own, without the
 	// parent-death signal: it outlives this process and signals to this
 	// process group do not reach it (the watchdog, which cleans up after a
