@@ -2,41 +2,35 @@ package reexec
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// gone reports whether pid has exited (a zombie counts: it runs no more).
-func gone(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+// waitGone blocks until process pid (not necessarily our child) has
+// exited, through a pidfd, which becomes readable then.
+func waitGone(t *testing.T, pid int, timeoutMS int) bool {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
 		return true
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	if err != nil {
+		t.Skip("no pidfd:", err)
+	}
+	defer unix.Close(fd)
+	for {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, timeoutMS)
+		if err != unix.EINTR {
+			return err == nil && n == 1
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
 // TestDiesWithParent: a child dies with its parent, even by SIGKILL; a
-// detached one outlives it.
+// detached one outlives it, in a session of its own.
 func TestDiesWithParent(t *testing.T) {
 	for _, how := range []string{"attached", "detach"} {
 		t.Run(how, func(t *testing.T) {
@@ -47,16 +41,18 @@ func TestDiesWithParent(t *testing.T) {
 			}
 			p.Kill()
 			if how == "attached" {
-				eventually(t, "the child to die with its parent", func() bool { return gone(pid) })
+				if !waitGone(t, pid, int(patience.Milliseconds())) {
+					t.Fatal("the child outlived its parent")
+				}
 				return
 			}
-			if gone(pid) {
+			defer unix.Kill(pid, unix.SIGKILL)
+			if waitGone(t, pid, 0) {
 				t.Fatal("detached child died with its parent")
 			}
 			if sid, err := unix.Getsid(pid); err != nil || sid != pid {
 				t.Errorf("detached child's session %d (%v), want its own", sid, err)
 			}
-			syscall.Kill(pid, syscall.SIGKILL)
 		})
 	}
 }
@@ -76,7 +72,20 @@ func TestExitedWithoutReaping(t *testing.T) {
 		t.Fatal("a running child reported ended")
 	}
 	in.Close()
-	eventually(t, "the child to end", func() bool { return exited(cmd.Process.Pid) })
+	// Block until it has ended, leaving it unreaped.
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if !exited(cmd.Process.Pid) {
+		t.Fatal("an ended child reported running")
+	}
 	var exit *exec.ExitError
 	if err := cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 3 {
 		t.Fatalf("Wait after exited: %v, want exit status 3", err)
