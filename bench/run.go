@@ -15,7 +15,8 @@ const benchFrom, benchTo = "0", "1"
 
 // mode is one way of measuring. Run times every (transport, payload) cell
 // of a plan with its mode's cell function; a new mode is one more entry in
-// modes (and modeOrder).
+// modes (and modeOrder), with a request field of its own should its
+// receiver serve a cell differently.
 type mode struct {
 	// receiver: the mode needs the receiver process (receiver.go), started
 	// once for the whole run.
@@ -52,12 +53,11 @@ type cell struct {
 	conn      *connector.SHM // nil for uds
 }
 
-// Run measures plan and returns the report, in plan order (transports
-// outer, payloads inner). Modes with a receiver run it as a child process
-// of this same executable (package internal/reexec), which therefore must
-// link this package, as every binary that calls Run does. When ctx ends,
-// Run stops the receiver and returns what it measured so far with ctx's
-// error.
+// Run measures plan and returns the report (the caller's), in plan order
+// (transports outer, payloads inner). A mode with a receiver runs it as a
+// child process of this same executable (package internal/reexec), which
+// has the role because it links this package. When ctx ends, Run stops
+// the receiver and returns what it measured so far with ctx's error.
 func Run(ctx context.Context, plan Plan) (Report, error) {
 	plan, forms, err := plan.resolve()
 	if err != nil {

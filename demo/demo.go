@@ -165,11 +165,12 @@ func (c Config) resolve() (Config, error) {
 	return c, nil
 }
 
-// Run runs the pipeline once and returns its figures. The error says what
-// went wrong: a stage failed or did not answer, a chunk was lost,
-// duplicated or never received, or the run left files in /dev/shm (which
-// Run removed). When ctx ends first, the error is ctx.Err() itself, or
-// wraps it when something else went wrong too.
+// Run runs the pipeline once and returns its figures (the caller's). The
+// stages run this same executable, which links this package and so has
+// their role. The error says what went wrong: a stage failed or did not
+// answer, a chunk was lost, duplicated or never received, or the run left
+// files in /dev/shm (which Run removed). When ctx ends first, the error is
+// ctx.Err() itself, or wraps it when something else went wrong too.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg, err := cfg.resolve()
 	if err != nil {
@@ -229,7 +230,7 @@ func (d *run) progress(p Progress) {
 func (d *run) execute(ctx context.Context, res *Result) error {
 	var endForwarding context.CancelFunc
 	d.quit, endForwarding = context.WithCancel(context.Background())
-	defer endForwarding() // after stopAll: the forwarders see every stage's end
+	defer endForwarding() // runs after stopAll
 	defer d.stopAll()
 	launched := time.Now()
 	upstream := 0
