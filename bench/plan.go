@@ -90,7 +90,7 @@ type Plan struct {
 	// min(Count, 20), negative none.
 	Warmup int
 	// RingBytes is the host ring capacity of the ring transport; 0 means
-	// connector.DefaultRingBytes. A frame over a quarter of it goes
+	// the connector's default (4 MiB). A frame over a quarter of it goes
 	// per-key: the result is then named ring->perkey (or ring+perkey).
 	RingBytes int
 	// Scope is the wakeup scope of the run; empty means a fresh one.
@@ -146,7 +146,7 @@ func (p Plan) resolve() (Plan, [][]byte, error) {
 		p.Warmup = 0
 	}
 	if p.RingBytes == 0 {
-		p.RingBytes = connector.DefaultRingBytes
+		p.RingBytes = connector.DefaultOptions().HostRingBytes
 	}
 	if p.Scope == "" {
 		p.Scope = fmt.Sprintf("omnishm-bench-%d-%d", os.Getpid(), time.Now().UnixNano())

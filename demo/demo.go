@@ -55,12 +55,12 @@ const (
 )
 
 // Config is one run. The zero Config runs 8 requests of 32 chunks, all at
-// once, over rings of connector.DefaultRingBytes.
+// once, over rings of the connector's default (4 MiB).
 type Config struct {
 	Requests int // concurrent requests; 0 means 8
 	Chunks   int // chunks per request (each [1, 28] codes, 1792 audio samples); 0 means 32
 	// RingBytes is the host ring capacity per producer and edge; 0 means
-	// connector.DefaultRingBytes.
+	// the connector's default (4 MiB).
 	RingBytes  int
 	PerKeyOnly bool // no rings: per-key segments only
 	// Interval paces stage 0: one chunk per request every Interval (0: all
@@ -148,7 +148,7 @@ func (c Config) resolve() (Config, error) {
 		c.Chunks = 32
 	}
 	if c.RingBytes == 0 {
-		c.RingBytes = connector.DefaultRingBytes
+		c.RingBytes = connector.DefaultOptions().HostRingBytes
 	}
 	switch {
 	case c.Requests < 1 || c.Requests > MaxRequests:

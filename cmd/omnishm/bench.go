@@ -36,7 +36,7 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 	transports := fs.String("transports", "ring,perkey,uds", "comma-separated: ring, perkey, uds (the same msgpack bytes through a\n"+
 		"socket). A frame over a quarter of the ring goes per-key: reported as ring->perkey\n"+
 		"(ring+perkey when mixed), from the connector's Health counters")
-	ringBytes := fs.Int("ring-bytes", connector.DefaultRingBytes, "host ring capacity for the ring transport (4096..67108864)")
+	ringBytes := fs.Int("ring-bytes", connector.DefaultOptions().HostRingBytes, "host ring capacity for the ring transport (4096..67108864)")
 	jsonPath := fs.String("json", "", `also write the results as JSON to this file ("-": stdout, instead of the table)`)
 	scopeName := fs.String("scope", "", "wakeup scope of the run (default: a fresh one per run)")
 	plotPath := fs.String("plot", "", "draw p50 latency against size per transport into this .svg or .png file")

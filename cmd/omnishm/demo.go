@@ -27,7 +27,7 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 	fs := inv.flags()
 	requests := fs.Int("requests", 8, "concurrent requests")
 	chunks := fs.Int("chunks", 32, "chunks per request (each [1, 28] codes, 1792 audio samples)")
-	ring := fs.Int("ring-bytes", connector.DefaultRingBytes, "host ring capacity per producer and edge: 0 (per-key segments only) or 4096..67108864")
+	ring := fs.Int("ring-bytes", connector.DefaultOptions().HostRingBytes, "host ring capacity per producer and edge: 0 (per-key segments only) or 4096..67108864")
 	out := fs.String("out", "", "directory for the WAV files (default: a new temporary directory, kept)")
 	interval := fs.Duration("interval", 0, "stage 0 emits one chunk per request every interval (0: all at once, which\n"+
 		"measures throughput; the latencies then include queueing behind earlier chunks)")
