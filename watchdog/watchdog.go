@@ -7,8 +7,9 @@
 // The watchdog is a small child process, started on the first Track, that
 // runs this same executable in the role "omnishm-watchdog" (package
 // internal/reexec): the package's init function recognises it, runs the
-// watchdog and exits before main (or TestMain) starts. Any Go binary that imports this package,
-// test binaries included, can therefore serve as its own watchdog (init
+// watchdog and exits before main (or TestMain) starts. Any Go binary that
+// imports this package, test binaries included, can therefore serve as its
+// own watchdog (init
 // functions of packages initialised before this one run in it too; a
 // c-shared build loaded by another program cannot, and Track then returns
 // ErrUnavailable after a failed handshake). The
@@ -169,7 +170,7 @@ func (w *Watchdog) startLocked() error {
 func (w *Watchdog) spawnLocked() error {
 	c, err := reexec.Start(role, reexec.Options{
 		Exe:   w.exe,
-		Argv0: "omnishm-watchdog",
+		Argv0: role,
 		Dir:   "/",
 		// Its own session and no death signal: it must outlive this
 		// process to clean up after it.
