@@ -9,15 +9,14 @@
 // internal/reexec): the package's init function recognises it, runs the
 // watchdog and exits before main (or TestMain) starts. Any Go binary that
 // imports this package, test binaries included, can therefore serve as its
-// own watchdog (init
-// functions of packages initialised before this one run in it too; a
-// c-shared build loaded by another program cannot, and Track then returns
-// ErrUnavailable after a failed handshake). The
-// watchdog reads commands from a pipe; when the pipe reaches end of file
-// (the owner exited or was killed) it unlinks every file still tracked and
-// exits. It runs in its own session and ignores SIGINT, SIGTERM and SIGHUP,
-// so a Ctrl-C or a kill of the owner's process group does not stop it
-// before it has cleaned up.
+// own watchdog (init functions of packages initialised before this one run
+// in it too; a c-shared build loaded by another program cannot, and Track
+// then returns ErrUnavailable after a failed handshake). The watchdog reads
+// commands from a pipe; when the pipe reaches end of file (the owner exited
+// or was killed) it unlinks every file still tracked and exits. It runs in
+// its own session and ignores SIGINT, SIGTERM and SIGHUP, so a Ctrl-C or a
+// kill of the owner's process group does not stop it before it has cleaned
+// up.
 package watchdog
 
 import (
