@@ -1,6 +1,12 @@
-// Package bench holds the pure parts of `omnishm bench`: size parsing,
-// latency statistics, the result table and JSON report, and the plot. The
-// command drives the processes and feeds measured latencies in.
+// Package bench measures omnishm's transports against a Unix-domain socket
+// moving the same bytes: what `omnishm bench` runs. Run carries out a Plan
+// (a mode, payloads, transports, a count) and returns a Report: one Result
+// per transport and payload, which prints as a table, as the JSON report
+// scripts read, or as a plot. In latency mode a receiver process, this
+// same executable re-run in a role of its own (package internal/reexec),
+// receives while this process sends; in pair mode one process does both.
+// The statistics (Summarize, CompareToUDS) and size parsing are pure and
+// usable on their own.
 package bench
 
 import (
@@ -95,6 +101,10 @@ type Result struct {
 	// VsUDS is the UDS baseline's p50 latency divided by this one's (above
 	// 1: faster than the socket); nil in pair mode or without a baseline.
 	VsUDS *float64 `json:"vs_uds"`
+	// Fallbacks counts the timed puts of a ring result that went per-key
+	// (a frame over a quarter of the ring). Not in the JSON report, whose
+	// shape is fixed.
+	Fallbacks int `json:"-"`
 }
 
 // Report is the whole --json output.

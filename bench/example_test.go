@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -22,4 +23,28 @@ func Example() {
 	// Output:
 	// 4KiB ring p50 10µs, 2.0x the socket
 	// {"mode":"latency","results":[{"transport":"ring","size":512,"count":2,"mean_us":11,"p50_us":10,"p99_us":12,"msgs_per_s":90909.09090909091,"bytes_per_s":46545454.54545455,"vs_uds":2}]}
+}
+
+func ExampleRun() {
+	payloads, err := bench.TensorPayloads([]int{512})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	report, err := bench.Run(context.Background(), bench.Plan{
+		Mode:       bench.Pair, // put then get in this process
+		Payloads:   payloads,
+		Transports: []string{bench.Ring, bench.UDS},
+		Count:      50,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, r := range report.Results {
+		fmt.Println(r.Transport, bench.FormatSize(r.Size), r.Count, r.MeanUs > 0)
+	}
+	// Output:
+	// ring 512 50 true
+	// uds 512 50 true
 }

@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,14 +10,18 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"omnishm/internal/reexec"
 )
+
+// role is the watchdog's name among the roles a binary can be re-executed
+// in (package reexec).
+const role = "omnishm-watchdog"
 
 // init turns this process into a watchdog when it was started as one; it
 // never returns then. See the package documentation.
 func init() {
-	if os.Getenv(envWatchdog) == "1" {
-		os.Exit(serve(os.Stdin, os.Stdout))
-	}
+	reexec.Register(role, func(context.Context, []string) int { return serve(os.Stdin, os.Stdout) })
 }
 
 // pruneMin is the registry size at which serve starts pruning consumed files.

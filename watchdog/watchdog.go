@@ -5,36 +5,32 @@
 // by another process since is left alone.
 //
 // The watchdog is a small child process, started on the first Track, that
-// runs this same executable: the package's init function recognises the
-// OMNISHM_WATCHDOG=1 environment variable, runs the watchdog and exits
-// before main (or TestMain) starts. Any Go binary that imports this package,
-// test binaries included, can therefore serve as its own watchdog (init
-// functions of packages initialised before this one run in it too; a
-// c-shared build loaded by another program cannot, and Track then returns
-// ErrUnavailable after a failed handshake). The
-// watchdog reads commands from a pipe; when the pipe reaches end of file
-// (the owner exited or was killed) it unlinks every file still tracked and
-// exits. It runs in its own session and ignores SIGINT, SIGTERM and SIGHUP,
-// so a Ctrl-C or a kill of the owner's process group does not stop it
-// before it has cleaned up.
+// runs this same executable in the role "omnishm-watchdog" (package
+// internal/reexec): the package's init function recognises it, runs the
+// watchdog and exits before main (or TestMain) starts. Any Go binary that
+// imports this package, test binaries included, can therefore serve as its
+// own watchdog (init functions of packages initialised before this one run
+// in it too; a c-shared build loaded by another program cannot, and Track
+// then returns ErrUnavailable after a failed handshake). The watchdog reads
+// commands from a pipe; when the pipe reaches end of file (the owner exited
+// or was killed) it unlinks every file still tracked and exits. It runs in
+// its own session and ignores SIGINT, SIGTERM and SIGHUP, so a Ctrl-C or a
+// kill of the owner's process group does not stop it before it has cleaned
+// up.
 package watchdog
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
+	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// envWatchdog marks the child process as a watchdog.
-const envWatchdog = "OMNISHM_WATCHDOG"
+	"omnishm/internal/reexec"
+)
 
 // readyLine is the watchdog's handshake: a binary that does not print it is
 // not a Go binary with this package (a c-shared library in Python, say).
@@ -58,20 +54,18 @@ var (
 // Watchdog tracks files to unlink if this process dies. Safe for concurrent
 // use.
 type Watchdog struct {
-	exe string // the executable to run as the watchdog
+	exe string // the executable to run as the watchdog; empty: this one
 
 	mu      sync.Mutex
 	started bool
 	err     error // why the watchdog is unavailable, once it is
 	closed  bool
-	cmd     *exec.Cmd
-	pipe    *os.File      // write end of the watchdog's stdin
-	exited  chan struct{} // closed once the watchdog has been reaped
+	child   *reexec.Child // the watchdog process, once its handshake is done
 	line    []byte
 }
 
 // New returns a Watchdog; its process starts on the first Track.
-func New() *Watchdog { return &Watchdog{exe: selfExe()} }
+func New() *Watchdog { return &Watchdog{} }
 
 var std = New()
 
@@ -128,26 +122,22 @@ func (w *Watchdog) Close() error {
 		return nil
 	}
 	w.closed = true
-	if !w.started || w.pipe == nil {
+	if !w.started || w.child == nil {
 		return nil
 	}
 	if w.err == nil {
 		w.line = append(w.line[:0], ".\n"...)
 		w.sendLocked()
 	}
-	w.pipe.Close()
-	select {
-	case <-w.exited:
-	case <-time.After(startTimeout):
-		// It forgot everything; do not leave it behind.
-		w.cmd.Process.Kill()
-		<-w.exited
-	}
+	// End of file makes it exit (it ignores the SIGINT that comes with
+	// it); it forgot everything, so one still running after startTimeout
+	// is killed rather than left behind.
+	w.child.Stop(startTimeout)
 	return nil
 }
 
 func (w *Watchdog) sendLocked() error {
-	if _, err := w.pipe.Write(w.line); err != nil {
+	if _, err := w.child.Write(w.line); err != nil {
 		w.failLocked(err)
 		return w.err
 	}
@@ -177,51 +167,19 @@ func (w *Watchdog) startLocked() error {
 }
 
 func (w *Watchdog) spawnLocked() error {
-	in, pipe, err := os.Pipe()
+	c, err := reexec.Start(role, reexec.Options{
+		Exe:   w.exe,
+		Argv0: role,
+		Dir:   "/",
+		// Its own session and no death signal: it must outlive this
+		// process to clean up after it.
+		Detach:       true,
+		Ready:        strings.TrimSuffix(readyLine, "\n"),
+		ReadyTimeout: startTimeout,
+	})
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	hello, helloW, err := os.Pipe()
-	if err != nil {
-		pipe.Close()
-		return err
-	}
-	defer hello.Close()
-	cmd := exec.Command(w.exe)
-	cmd.Args = []string{"omnishm-watchdog"}
-	cmd.Env = append(os.Environ(), envWatchdog+"=1")
-	cmd.Dir = "/"
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = in, helloW, os.Stderr
-	// Its own session: signals to our process group do not reach it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	err = cmd.Start()
-	helloW.Close()
-	if err != nil {
-		pipe.Close()
-		return fmt.Errorf("start %s: %w", w.exe, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	if err := handshake(hello); err != nil {
-		pipe.Close()
-		cmd.Process.Kill()
-		<-exited
-		return err
-	}
-	w.cmd, w.pipe, w.exited = cmd, pipe, exited
-	return nil
-}
-
-// handshake waits for the watchdog's ready line.
-func handshake(hello *os.File) error {
-	hello.SetReadDeadline(time.Now().Add(startTimeout))
-	line, err := bufio.NewReader(hello).ReadString('\n')
-	if err != nil || line != readyLine {
-		return fmt.Errorf("no handshake from the watchdog process (%q, %v)", line, err)
-	}
+	w.child = c
 	return nil
 }

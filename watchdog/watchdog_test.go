@@ -53,10 +53,10 @@ func ownerRole(args []string) int {
 func (w *Watchdog) pid() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cmd == nil {
+	if w.child == nil {
 		return 0
 	}
-	return w.cmd.Process.Pid
+	return w.child.Pid()
 }
 
 func shmPath(name string) string { return "/dev/shm/" + shmtest.Key(name) }

@@ -20,6 +20,10 @@ import (
 	"omnishm/scope"
 )
 
+// demoCrashEnv names a demo stage that kills itself once the pipeline
+// starts (a test hook of package demo).
+const demoCrashEnv = "OMNISHM_DEMO_CRASH"
+
 // buildOmnishm builds the real binary once per test that needs it.
 func buildOmnishm(t *testing.T) string {
 	t.Helper()
@@ -81,26 +85,14 @@ func TestDemoRun(t *testing.T) {
 			if left := demoLeftovers(t, m[1], m[2]); len(left) > 0 {
 				t.Fatalf("left in /dev/shm: %v", left)
 			}
-			files, _ := filepath.Glob(filepath.Join(out, "*.wav"))
-			if len(files) != requests {
-				t.Fatalf("wav files %v, want %d", files, requests)
-			}
+			// Their contents are checked by package demo's tests.
 			for r := range requests {
-				b, err := os.ReadFile(filepath.Join(out, "demo-"+m[2]+"-r"+strconv.Itoa(r)+".wav"))
-				if err != nil {
+				if _, err := os.Stat(filepath.Join(out, "demo-"+m[2]+"-r"+strconv.Itoa(r)+".wav")); err != nil {
 					t.Fatal(err)
 				}
-				n, err := wavSamples(b)
-				if err != nil || n != chunks*samplesPerChunk {
-					t.Fatalf("request %d: %d samples (%v), want %d", r, n, err, chunks*samplesPerChunk)
-				}
-				var want []byte
-				for c := range chunks {
-					want = pcm16(want, synthesize(demoCodes(r, c), c))
-				}
-				if !bytes.Equal(b[wavHeaderSize:], want) {
-					t.Fatalf("request %d: samples differ from the codes' synthesis", r)
-				}
+			}
+			if files, _ := filepath.Glob(filepath.Join(out, "*.wav")); len(files) != requests {
+				t.Fatalf("wav files %v, want %d", files, requests)
 			}
 			for _, want := range []string{"requests/s", "p50", "p99", "stage 0", "stage 1", "stage 2", "/dev/shm          clean"} {
 				if !strings.Contains(stdout.String(), want) {

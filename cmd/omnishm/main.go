@@ -1,16 +1,28 @@
-// Command omnishm is the command-line face of the omnishm transport: it
-// encodes and decodes payloads, and (in later subcommands) sends, receives
-// and inspects them through /dev/shm.
+// Command omnishm is the command-line face of the omnishm transport. Its
+// subcommands:
+//
+//	encode   read a payload's JSON form and write its bytes (a frame or msgpack)
+//	decode   read a payload's bytes and print its JSON form
+//	send     publish a payload through /dev/shm, print its descriptor, stay until it is claimed
+//	recv     receive a payload as a stage and print its JSON form
+//	inspect  show this user's rings, markers, FIFOs, segments and lock files in /dev/shm
+//	prune    remove this user's abandoned files in /dev/shm
+//	bench    time put->get latency and rate per size and transport, against a Unix socket
+//	demo     run a three-process audio pipeline over omnishm edges and report its figures
 //
 // Usage:
 //
 //	omnishm COMMAND [flags] [args]
 //	omnishm help [COMMAND]
 //
-// Payloads are read and printed in the JSON form of SPEC §10.
+// Payloads are read and printed in the JSON form of SPEC §10. The command
+// only parses flags and prints: the work is done by the library packages
+// (connector, shmstate, bench, demo and the codecs).
 //
 // Exit status: 0 on success, 1 when the command failed (bad input, I/O
-// error), 2 for a usage error (unknown command, bad flag or arguments).
+// error), 2 for a usage error (unknown command, bad flag or arguments), 3
+// when no receiver claimed what send published in time, 130 when send,
+// recv, bench or demo was interrupted (SIGINT or SIGTERM).
 package main
 
 import (
@@ -24,6 +36,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"omnishm/internal/reexec"
 )
 
 // Exit statuses.
@@ -89,6 +103,9 @@ func register(c command) {
 }
 
 func main() {
+	// A child process this binary started in a role (the watchdog, the
+	// bench receiver, a demo stage) took it in an init function already.
+	reexec.CheckUnknown()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

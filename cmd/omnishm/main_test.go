@@ -6,27 +6,30 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 
+	"omnishm/internal/reexec"
 	"omnishm/internal/shmtest"
 )
 
-// cliEnv makes the test binary run the command line instead of the tests,
-// so tests drive the real program as a child process without building it.
-const cliEnv = "OMNISHM_CLI_CHILD"
+// cliRole makes the test binary run the command line instead of the
+// tests, so tests drive the real program as a child process without
+// building it.
+const cliRole = "omnishm-cli"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(cliEnv) == "1" {
-		// As main does: SIGINT and SIGTERM cancel the command's context.
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-		stop()
-		os.Exit(code)
-	}
+	// As main does: SIGINT and SIGTERM cancel the command's context.
+	reexec.Register(cliRole, func(ctx context.Context, args []string) int {
+		return run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+	})
 	shmtest.Main(m, nil)
+}
+
+// cliOptions starts `omnishm args...` in a child. Under -race a child would
+// sleep 1 s at exit (atexit_sleep_ms): skip it.
+func cliOptions(args []string) reexec.Options {
+	return reexec.Options{Args: args, Env: []string{"GORACE=" + os.Getenv("GORACE") + " atexit_sleep_ms=0"}}
 }
 
 // result is what one run of the command line produced.
@@ -39,12 +42,12 @@ type result struct {
 // input. Tests of every subcommand use it.
 func omnishm(t *testing.T, stdin []byte, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	// Under -race a child would sleep 1 s at exit (atexit_sleep_ms): skip it.
-	cmd.Env = append(os.Environ(), cliEnv+"=1", "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
-	cmd.Stdin = bytes.NewReader(stdin)
 	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	opts := cliOptions(args)
+	opts.Stderr = &errOut
+	cmd := reexec.Command(cliRole, opts)
+	cmd.Stdin = bytes.NewReader(stdin)
+	cmd.Stdout = &out
 	err := cmd.Run()
 	code := 0
 	var exit *exec.ExitError

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"omnishm/internal/reexec"
 	"omnishm/internal/shmtest"
 	"omnishm/jsonform"
 	"omnishm/scope"
@@ -25,48 +26,28 @@ const patience = 20 * time.Second
 // read line by line while it runs.
 type cliProc struct {
 	cmd    *exec.Cmd
-	lines  chan string
+	child  *reexec.Child
 	stderr bytes.Buffer
 	mu     sync.Mutex
-	done   chan struct{}
-	code   int
 }
 
 // startCLI starts `omnishm args...` with stdin as its input. It is killed
 // when the test ends if it is still running.
 func startCLI(t *testing.T, stdin []byte, args ...string) *cliProc {
 	t.Helper()
-	p := &cliProc{lines: make(chan string, 16), done: make(chan struct{})}
-	p.cmd = exec.Command(os.Args[0], args...)
-	p.cmd.Env = append(os.Environ(), cliEnv+"=1", "GORACE=atexit_sleep_ms=0")
-	p.cmd.Stdin = bytes.NewReader(stdin)
-	p.cmd.Stderr = &lockedWriter{w: &p.stderr, mu: &p.mu}
-	out, err := p.cmd.StdoutPipe()
+	p := &cliProc{}
+	opts := cliOptions(args)
+	opts.Stderr = &lockedWriter{w: &p.stderr, mu: &p.mu}
+	c, err := reexec.Start(cliRole, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p.child, p.cmd = c, c.Cmd()
+	t.Cleanup(c.Kill) // no-op once it has exited
 	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(nil, 64<<20)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-		p.cmd.Wait()
-		p.code = p.cmd.ProcessState.ExitCode()
-		close(p.done)
+		c.Write(stdin)
+		c.CloseInput()
 	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
 	return p
 }
 
@@ -84,15 +65,17 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 // line returns the child's next stdout line.
 func (p *cliProc) line(t *testing.T) string {
 	t.Helper()
-	select {
-	case l, ok := <-p.lines:
-		if !ok {
-			<-p.done
-			t.Fatalf("child ended (status %d) without a line; stderr %q", p.code, p.errText())
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	l, err := p.child.Line(ctx)
+	switch {
+	case err == nil:
 		return l
-	case <-time.After(patience):
+	case ctx.Err() != nil:
 		t.Fatalf("no line from child within %v; stderr %q", patience, p.errText())
+	default:
+		<-p.child.Done()
+		t.Fatalf("child ended (status %d) without a line (%v); stderr %q", p.code(), err, p.errText())
 	}
 	return ""
 }
@@ -100,14 +83,15 @@ func (p *cliProc) line(t *testing.T) string {
 // wait returns the child's exit status.
 func (p *cliProc) wait(t *testing.T) int {
 	t.Helper()
-	select {
-	case <-p.done:
-		return p.code
-	case <-time.After(patience):
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if p.child.Wait(ctx); ctx.Err() != nil {
 		t.Fatalf("child did not exit within %v; stderr %q", patience, p.errText())
 	}
-	return 0
+	return p.code()
 }
+
+func (p *cliProc) code() int { return p.cmd.ProcessState.ExitCode() }
 
 func (p *cliProc) errText() string {
 	p.mu.Lock()

@@ -61,7 +61,7 @@ func (e edgeFlags) check(inv *invocation) (int, bool) {
 			return inv.usageError("--%s is required", f.name), false
 		}
 	}
-	if *e.ringBytes < 0 {
+	if ring.CheckCapacity(*e.ringBytes) != nil {
 		return inv.usageError("--ring-bytes %d: want 0 (per-key only) or 4096..67108864", *e.ringBytes), false
 	}
 	return exitOK, true

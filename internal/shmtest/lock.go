@@ -10,7 +10,7 @@ import (
 )
 
 // lockRole is the child role every package's TestMain gets from Main.
-const lockRole = "shmtest-flock"
+const lockRole = "flock"
 
 // Lock is another process holding an exclusive flock on a file, as a
 // producer or receiver of another process does (SPEC §3, §6).

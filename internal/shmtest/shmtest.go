@@ -4,7 +4,7 @@
 package shmtest
 
 import (
-	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -16,10 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"omnishm/internal/reexec"
 	"omnishm/scope"
 )
-
-const roleEnv = "OMNISHM_TEST_ROLE"
 
 var (
 	counter atomic.Int64
@@ -27,21 +26,16 @@ var (
 	scopes  []string
 )
 
-// Main runs m, or the role named in the environment when this process is a
-// child started by Start. After the tests it fails the run if any scope or
-// key made by this package's helpers left a file in /dev/shm.
+// Main runs m, or the role this process was started in when it is a child
+// started by Start (roles are registered with package reexec, under names
+// of their own). After the tests it fails the run if any scope or key made
+// by this package's helpers left a file in /dev/shm.
 func Main(m *testing.M, roles map[string]func(args []string) int) {
-	if role := os.Getenv(roleEnv); role != "" {
-		fn, ok := roles[role]
-		if role == lockRole {
-			fn, ok = holdLock, true
-		}
-		if !ok {
-			fmt.Fprintf(os.Stderr, "shmtest: unknown role %q\n", role)
-			os.Exit(2)
-		}
-		os.Exit(fn(os.Args[len(os.Args)-childArgs():]))
+	register(lockRole, holdLock)
+	for name, fn := range roles {
+		register(name, fn)
 	}
+	reexec.CheckUnknown()
 	code := m.Run()
 	left, err := leftovers()
 	switch {
@@ -112,122 +106,68 @@ func leftovers() ([]string, error) {
 }
 
 // Proc is a child process running one role of the test binary. Lines it
-// writes to stdout are read with Line; lines sent with Send reach its stdin.
+// writes to stdout are read with Line (queued as they come, however many
+// the test leaves unread, so the child never blocks and Wait, Kill and the
+// cleanup always see it exit); lines sent with Send reach its stdin.
 type Proc struct {
-	Cmd *exec.Cmd
-	in  io.WriteCloser
-	// Stdout is read into queue as it comes, however many lines the test
-	// leaves unread, so the child never blocks on a full pipe and Wait,
-	// Kill and the cleanup always see it exit.
-	mu      sync.Mutex
-	queue   []string
-	eof     bool
-	readErr error         // why stdout stopped being read as lines, if not EOF
-	more    chan struct{} // holds a token when a line was queued or stdout ended
-	done    chan struct{}
-	err     error
+	Cmd   *exec.Cmd // for reading only
+	child *reexec.Child
 }
 
-// childArgs is how many of a child's trailing arguments are its role's.
-func childArgs() int {
-	n := 0
-	fmt.Sscan(os.Getenv(roleEnv+"_ARGS"), &n)
-	return min(max(n, 0), len(os.Args)-1)
+// noTests is a child's first argument: should its role be missing from
+// TestMain, it runs no tests (and starts no children of its own).
+const noTests = "-test.run=^$"
+
+// roleName namespaces the test roles among the binary's re-exec roles.
+func roleName(role string) string { return "shmtest/" + role }
+
+// register makes fn a role of the test binary; a child in it runs fn with
+// the arguments Start gave.
+func register(role string, fn func(args []string) int) {
+	reexec.Register(roleName(role), func(_ context.Context, args []string) int {
+		if len(args) > 0 && args[0] == noTests {
+			args = args[1:]
+		}
+		return fn(args)
+	})
 }
 
-// Start re-runs the test binary as a child in role with args. The child is
-// killed when the test ends, if it is still running.
+// Start re-runs the test binary as a child in role with args. The child
+// dies with the test binary, and is killed when the test ends if it is
+// still running.
 func Start(t testing.TB, role string, args ...string) *Proc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$"}, args...)...)
-	cmd.Env = append(os.Environ(), roleEnv+"="+role, fmt.Sprintf("%s_ARGS=%d", roleEnv, len(args)))
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
+	c, err := reexec.Start(roleName(role), reexec.Options{Args: append([]string{noTests}, args...)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &Proc{Cmd: cmd, in: in, more: make(chan struct{}, 1), done: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.queue = append(p.queue, sc.Text())
-			p.mu.Unlock()
-			p.wake()
-		}
-		p.mu.Lock()
-		p.eof, p.readErr = true, sc.Err()
-		p.mu.Unlock()
-		p.wake()
-		io.Copy(io.Discard, out) // past an over-long line, so the child can still exit
-		// Wait closes the pipe: only call it once every line has been read,
-		// or a child's last words before exiting could be lost.
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-func (p *Proc) wake() {
-	select {
-	case p.more <- struct{}{}:
-	default:
-	}
+	t.Cleanup(c.Kill) // no-op once it has exited
+	return &Proc{Cmd: c.Cmd(), child: c}
 }
 
 // Line returns the child's next stdout line, failing the test after timeout.
 func (p *Proc) Line(t testing.TB, timeout time.Duration) string {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		p.mu.Lock()
-		if len(p.queue) > 0 {
-			l := p.queue[0]
-			p.queue = p.queue[1:]
-			rest := len(p.queue)
-			p.mu.Unlock()
-			if rest > 0 {
-				p.wake() // for another goroutine waiting in Line
-			}
-			return l
-		}
-		eof, readErr := p.eof, p.readErr
-		p.mu.Unlock()
-		switch {
-		case eof && readErr != nil:
-			t.Fatalf("child %d: reading its stdout: %v", p.Cmd.Process.Pid, readErr)
-		case eof:
-			t.Fatalf("child %d ended without a line", p.Cmd.Process.Pid)
-		}
-		select {
-		case <-p.more:
-		case <-deadline.C:
-			t.Fatalf("child %d: no line within %v", p.Cmd.Process.Pid, timeout)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	l, err := p.child.Line(ctx)
+	switch {
+	case err == nil:
+		return l
+	case err == io.EOF:
+		t.Fatalf("child %d ended without a line", p.child.Pid())
+	case ctx.Err() != nil:
+		t.Fatalf("child %d: no line within %v", p.child.Pid(), timeout)
+	default:
+		t.Fatalf("child %d: %v", p.child.Pid(), err)
 	}
+	return ""
 }
 
 // Send writes one line to the child's stdin.
 func (p *Proc) Send(t testing.TB, line string) {
 	t.Helper()
-	if _, err := io.WriteString(p.in, line+"\n"); err != nil {
+	if err := p.child.Send(line); err != nil {
 		t.Fatalf("send to child: %v", err)
 	}
 }
@@ -236,35 +176,31 @@ func (p *Proc) Send(t testing.TB, line string) {
 // failing the test after timeout.
 func (p *Proc) Wait(t testing.TB, timeout time.Duration) error {
 	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(timeout):
-		p.Cmd.Process.Kill()
-		t.Fatalf("child %d did not exit within %v", p.Cmd.Process.Pid, timeout)
+	case <-p.child.Done():
+		return p.child.Err()
+	case <-deadline.C:
+		p.child.Kill()
+		t.Fatalf("child %d did not exit within %v", p.child.Pid(), timeout)
 	}
 	return nil
 }
 
 // Kill sends SIGKILL and waits for the child to be reaped.
-func (p *Proc) Kill() {
-	p.Cmd.Process.Kill()
-	<-p.done
-}
-
-// In the child: Say writes a line to the parent, Hear reads one from it.
-var stdin = bufio.NewReader(os.Stdin)
+func (p *Proc) Kill() { p.child.Kill() }
 
 // Say writes one line to the parent (a child role's stdout).
-func Say(format string, a ...any) { fmt.Fprintf(os.Stdout, format+"\n", a...) }
+func Say(format string, a ...any) { reexec.WriteLine(fmt.Sprintf(format, a...)) }
 
 // Hear reads one line from the parent; it returns "" when the parent is gone.
 func Hear() string {
-	l, err := stdin.ReadString('\n')
+	l, err := reexec.ReadLine()
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSuffix(l, "\n")
+	return l
 }
 
 // Eventually polls cond until it holds, failing the test at the deadline.

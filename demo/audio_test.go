@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ func TestWAVHeaderRoundTrip(t *testing.T) {
 }
 
 func TestDemoAudioIsDeterministic(t *testing.T) {
-	codes := demoCodes(3, 5)
+	codes := chunkCodes(3, 5)
 	if len(codes) != codesPerChunk {
 		t.Fatalf("%d codes", len(codes))
 	}
@@ -39,11 +39,11 @@ func TestDemoAudioIsDeterministic(t *testing.T) {
 			t.Fatalf("code %d out of the codebook", c)
 		}
 	}
-	a, b := synthesize(codes, 5), synthesize(demoCodes(3, 5), 5)
+	a, b := synthesize(codes, 5), synthesize(chunkCodes(3, 5), 5)
 	if len(a) != samplesPerChunk || string(pcm16(nil, a)) != string(pcm16(nil, b)) {
 		t.Fatal("synthesis is not deterministic")
 	}
-	if string(pcm16(nil, a)) == string(pcm16(nil, synthesize(demoCodes(3, 6), 6))) {
+	if string(pcm16(nil, a)) == string(pcm16(nil, synthesize(chunkCodes(3, 6), 6))) {
 		t.Fatal("different chunks give the same audio")
 	}
 }

@@ -1,7 +1,6 @@
-package main
+package demo
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,40 +10,45 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"omnishm/connector"
+	"omnishm/internal/hostclock"
+	"omnishm/internal/reexec"
 	"omnishm/stream"
 	"omnishm/tensor"
 )
 
-// demoStageEnv marks a process as one of the demo's stages; its value is
-// the stage's JSON stageConfig. The parent sets it when it re-runs its own
-// binary, so stages need no hidden command-line flags.
-const demoStageEnv = "OMNISHM_DEMO_STAGE"
+// A stage is this executable again, in role stageRole, with its JSON
+// stageConfig as its one argument. It talks to the parent in lines: JSON
+// events on stdout; "go" and "close" on stdin, whose end means the parent
+// is gone.
+const stageRole = "omnishm-demo-stage"
 
-// demoCrashEnv, for tests, names a stage that kills itself with SIGKILL
-// once the pipeline starts, to check that the others are stopped.
-const demoCrashEnv = "OMNISHM_DEMO_CRASH"
+func init() { reexec.Register(stageRole, runStage) }
+
+// crashEnv, for tests, names a stage that kills itself with SIGKILL once
+// the pipeline starts, to check that the others are stopped.
+const crashEnv = "OMNISHM_DEMO_CRASH"
 
 // stageConfig is what the parent tells a stage.
 type stageConfig struct {
 	Stage       int    `json:"stage"`
 	Scope       string `json:"scope"`
-	KeyPrefix   string `json:"key_prefix"` // request r is {KeyPrefix}r{r}: see demoRequests
+	KeyPrefix   string `json:"key_prefix"` // request r is {KeyPrefix}r{r}: see requestIDs
 	Requests    int    `json:"requests"`
 	Chunks      int    `json:"chunks"`
 	RingBytes   int    `json:"ring_bytes"`
 	IntervalNS  int64  `json:"interval_ns"` // stage 0's pace: one chunk per request per interval (0: all at once)
 	Out         string `json:"out"`
 	UpstreamPID int    `json:"upstream_pid"` // the stage this one reads from (0 for stage 0)
-	ParentPID   int    `json:"parent_pid"`
 }
 
-// stageEvent is one JSON line a stage writes on stdout for the parent.
-type stageEvent struct {
+// event is one JSON line a stage writes on stdout for the parent.
+type event struct {
 	Event     string            `json:"event"` // ready, progress, done, health, error
 	Stage     int               `json:"stage"`
 	PID       int               `json:"pid,omitempty"`
@@ -59,21 +63,18 @@ type stageEvent struct {
 }
 
 // stageProcess is one running stage: its connector and the line protocol
-// to its parent (events on stdout; "go" and "close" on stdin).
+// to its parent.
 type stageProcess struct {
 	cfg      stageConfig
 	requests []string
 	conn     *connector.SHM
-	outMu    sync.Mutex
-	out      *json.Encoder
 	control  chan string // lines from the parent; closed when stdin ends
 }
 
-func (p *stageProcess) say(e stageEvent) {
+func (p *stageProcess) say(e event) {
 	e.Stage = p.cfg.Stage
-	p.outMu.Lock()
-	defer p.outMu.Unlock()
-	p.out.Encode(e)
+	b, _ := json.Marshal(e)
+	reexec.WriteLine(string(b))
 }
 
 // await waits for the parent's line want; a closed stdin means the parent
@@ -94,30 +95,36 @@ func (p *stageProcess) await(ctx context.Context, want string) error {
 }
 
 // runStage runs one stage of the demo pipeline and returns its exit status.
-func runStage(ctx context.Context, raw string, inv *invocation) int {
-	p := &stageProcess{out: json.NewEncoder(inv.out), control: make(chan string, 4)}
-	if err := json.Unmarshal([]byte(raw), &p.cfg); err != nil {
-		return inv.fail(fmt.Errorf("stage config: %w", err))
+// Its failure also goes to stderr, as the stage's own last words.
+func runStage(ctx context.Context, args []string) int {
+	p := &stageProcess{control: make(chan string, 4)}
+	if len(args) != 1 {
+		fmt.Fprintf(os.Stderr, "omnishm demo: stage: want one argument, its configuration\n")
+		return 1
 	}
-	p.requests = demoRequests(p.cfg.KeyPrefix, p.cfg.Requests)
-	if err := p.run(ctx, inv.in); err != nil {
-		p.say(stageEvent{Event: "error", Error: err.Error()})
-		return inv.fail(fmt.Errorf("stage %d: %w", p.cfg.Stage, err))
+	if err := json.Unmarshal([]byte(args[0]), &p.cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "omnishm demo: stage config: %v\n", err)
+		return 1
 	}
-	return exitOK
+	p.requests = requestIDs(p.cfg.KeyPrefix, p.cfg.Requests)
+	if err := p.run(ctx); err != nil {
+		p.say(event{Event: "error", Error: err.Error()})
+		fmt.Fprintf(os.Stderr, "omnishm demo: stage %d: %s\n", p.cfg.Stage, strings.ReplaceAll(err.Error(), "\n", " "))
+		return 1
+	}
+	return 0
 }
 
-func (p *stageProcess) run(ctx context.Context, stdin io.Reader) error {
-	// The parent may have died between fork and the death signal being armed.
-	if os.Getppid() != p.cfg.ParentPID {
-		return errors.New("parent gone before start")
-	}
+func (p *stageProcess) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		sc := bufio.NewScanner(stdin)
-		for sc.Scan() {
-			p.control <- sc.Text()
+		for {
+			l, err := reexec.ReadLine()
+			if err != nil {
+				break
+			}
+			p.control <- l
 		}
 		close(p.control)
 		cancel() // the parent is gone: stop at once
@@ -146,11 +153,11 @@ func (p *stageProcess) run(ctx context.Context, stdin io.Reader) error {
 			return err
 		}
 	}
-	p.say(stageEvent{Event: "ready", PID: os.Getpid()})
+	p.say(event{Event: "ready", PID: os.Getpid()})
 	if err := p.await(ctx, "go"); err != nil {
 		return err
 	}
-	if os.Getenv(demoCrashEnv) == opts.StageID {
+	if os.Getenv(crashEnv) == opts.StageID {
 		self, _ := os.FindProcess(os.Getpid())
 		self.Kill()
 		select {} // the signal is on its way
@@ -188,7 +195,7 @@ func (p *stageProcess) run(ctx context.Context, stdin io.Reader) error {
 	if err := conn.Close(); err != nil {
 		return err
 	}
-	p.say(stageEvent{Event: "health", Health: &h, Reclaimed: reclaimed})
+	p.say(event{Event: "health", Health: &h, Reclaimed: reclaimed})
 	return nil
 }
 
@@ -198,7 +205,7 @@ func (p *stageProcess) run(ctx context.Context, stdin io.Reader) error {
 // stage's Health as one put.
 func (p *stageProcess) warmUp() error {
 	from := strconv.Itoa(p.cfg.Stage)
-	key := demoWarmUpKey(p.requests[0], from)
+	key := warmUpKey(p.requests[0], from)
 	if _, _, err := p.conn.Put(from, strconv.Itoa(p.cfg.Stage+1), key, map[string]any{"warm_up": true}); err != nil {
 		return fmt.Errorf("warm-up put: %w", err)
 	}
@@ -208,9 +215,9 @@ func (p *stageProcess) warmUp() error {
 	return nil
 }
 
-// demoRequests are the request ids of a run. They are derived, not passed,
+// requestIDs are the request ids of a run. They are derived, not passed,
 // so a long list never meets the kernel's limit on one environment string.
-func demoRequests(keyPrefix string, n int) []string {
+func requestIDs(keyPrefix string, n int) []string {
 	ids := make([]string, n)
 	for r := range ids {
 		ids[r] = keyPrefix + "r" + strconv.Itoa(r)
@@ -218,8 +225,8 @@ func demoRequests(keyPrefix string, n int) []string {
 	return ids
 }
 
-// demoWarmUpKey shares the run's key prefix, so the leftover check sees it.
-func demoWarmUpKey(firstRequest, from string) string { return firstRequest + "-warm-up-" + from }
+// warmUpKey shares the run's key prefix, so the leftover check sees it.
+func warmUpKey(firstRequest, from string) string { return firstRequest + "-warm-up-" + from }
 
 // produce is stage 0: per request, a stream of [1, 28] int64 code chunks,
 // the requests interleaved chunk by chunk.
@@ -242,13 +249,13 @@ func (p *stageProcess) produce(ctx context.Context) (*stream.Sender, error) {
 			}
 		}
 		for r, req := range p.requests {
-			codes, err := tensor.FromSlice(demoCodes(r, n), 1, codesPerChunk)
+			codes, err := tensor.FromSlice(chunkCodes(r, n), 1, codesPerChunk)
 			if err != nil {
 				return s, err
 			}
 			chunk := map[string]any{
 				"codes": map[string]any{"audio": codes},
-				"demo":  map[string]any{"seq": n, "t0_ns": monotonicNow()},
+				"demo":  map[string]any{"seq": n, "t0_ns": int64(hostclock.Now())},
 			}
 			send := s.Send
 			if n == p.cfg.Chunks-1 {
@@ -322,7 +329,7 @@ func (p *stageProcess) collect(ctx context.Context, up *peer) error {
 			case <-stop:
 				return
 			case <-t.C:
-				p.say(stageEvent{Event: "progress", Chunks: int(received.Load()), Requests: int(completed.Load())})
+				p.say(event{Event: "progress", Chunks: int(received.Load()), Requests: int(completed.Load())})
 			}
 		}
 	})
@@ -347,7 +354,7 @@ func (p *stageProcess) collect(ctx context.Context, up *peer) error {
 			if err != nil {
 				return err
 			}
-			now := monotonicNow()
+			now := int64(hostclock.Now())
 			key := stream.Key(req, "1", n)
 			demo, _ := chunk["demo"].(map[string]any)
 			seq, ok1 := asInt(demo["seq"])
@@ -362,7 +369,7 @@ func (p *stageProcess) collect(ctx context.Context, up *peer) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", key, err)
 			}
-			if !slices.Equal(audio, synthesize(demoCodes(r, n), n)) {
+			if !slices.Equal(audio, synthesize(chunkCodes(r, n), n)) {
 				return fmt.Errorf("%s: samples differ from the codes stage 0 sent", key)
 			}
 			if err := w.write(audio); err != nil {
@@ -386,7 +393,7 @@ func (p *stageProcess) collect(ctx context.Context, up *peer) error {
 	}
 	slices.Sort(latencies)
 	pct := func(q int) int64 { return latencies[(len(latencies)-1)*q/100] }
-	p.say(stageEvent{Event: "done", Chunks: int(received.Load()), Requests: int(completed.Load()),
+	p.say(event{Event: "done", Chunks: int(received.Load()), Requests: int(completed.Load()),
 		P50NS: pct(50), P99NS: pct(99), MaxNS: latencies[len(latencies)-1]})
 	return nil
 }
@@ -448,56 +455,4 @@ func asInt(v any) (int64, bool) {
 		return int64(n), true
 	}
 	return 0, false
-}
-
-// wavWriter streams 16-bit PCM to a file and writes the header last, when
-// the sample count is known.
-type wavWriter struct {
-	f     *os.File
-	w     *bufio.Writer
-	bytes int
-	buf   []byte
-}
-
-func newWAVWriter(path string) (*wavWriter, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	w := &wavWriter{f: f, w: bufio.NewWriter(f)}
-	if _, err := w.w.Write(make([]byte, wavHeaderSize)); err != nil {
-		w.abort()
-		return nil, err
-	}
-	return w, nil
-}
-
-func (w *wavWriter) write(x []float32) error {
-	w.buf = pcm16(w.buf[:0], x)
-	w.bytes += len(w.buf)
-	_, err := w.w.Write(w.buf)
-	return err
-}
-
-func (w *wavWriter) finish() error {
-	err := w.w.Flush()
-	if err == nil {
-		_, err = w.f.WriteAt(wavHeader(w.bytes), 0)
-	}
-	if cerr := w.f.Close(); err == nil {
-		err = cerr
-	}
-	w.f = nil
-	if err != nil {
-		return fmt.Errorf("write wav: %w", err)
-	}
-	return nil
-}
-
-// abort closes a file that was not finished (no-op after finish).
-func (w *wavWriter) abort() {
-	if w.f != nil {
-		w.f.Close()
-		w.f = nil
-	}
 }

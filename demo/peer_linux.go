@@ -1,25 +1,13 @@
-package main
+package demo
 
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
-
-// monotonicNow is CLOCK_MONOTONIC in nanoseconds: one clock for every
-// process of the host, so a stage-0 stamp can be read by stage 2.
-func monotonicNow() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0
-	}
-	return ts.Nano()
-}
 
 // peer watches another process for death: through a pidfd, which becomes
 // readable when it exits, or, on kernels without one, by comparing its
@@ -84,23 +72,4 @@ func startTime(pid int) (string, error) {
 		return "", errors.New("short /proc stat")
 	}
 	return f[19], nil
-}
-
-// dieWithParent makes the kernel kill a stage when the demo's parent
-// process dies, so no stage is left orphaned.
-func dieWithParent(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
-
-// childExited reports whether child pid has ended, without reaping it
-// (WNOWAIT: exec.Cmd.Wait still collects its status). A child already
-// reaped (ECHILD) has ended too.
-func childExited(pid int) bool {
-	var info unix.Siginfo
-	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-	if err != nil {
-		return errors.Is(err, unix.ECHILD)
-	}
-	// Linux zeroes info when WNOHANG finds nothing to report.
-	return info.Signo != 0
 }

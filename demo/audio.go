@@ -1,10 +1,12 @@
-package main
+package demo
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 )
 
 // The demo's synthetic codec: pure functions, so stage 2 can recompute what
@@ -18,8 +20,8 @@ const (
 	wavHeaderSize   = 44
 )
 
-// demoCodes are the deterministic codes of chunk n of request r.
-func demoCodes(r, n int) []int64 {
+// chunkCodes are the deterministic codes of chunk n of request r.
+func chunkCodes(r, n int) []int64 {
 	codes := make([]int64, codesPerChunk)
 	for i := range codes {
 		codes[i] = int64((r*7919 + n*131 + i*17 + (n*i)%13) % codebookSize)
@@ -87,4 +89,56 @@ func wavSamples(b []byte) (int, error) {
 		return 0, fmt.Errorf("%w: %d data bytes in a %d-byte file", errBadWAV, data, len(b))
 	}
 	return data / 2, nil
+}
+
+// wavWriter streams 16-bit PCM to a file and writes the header last, when
+// the sample count is known.
+type wavWriter struct {
+	f     *os.File
+	w     *bufio.Writer
+	bytes int
+	buf   []byte
+}
+
+func newWAVWriter(path string) (*wavWriter, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	w := &wavWriter{f: f, w: bufio.NewWriter(f)}
+	if _, err := w.w.Write(make([]byte, wavHeaderSize)); err != nil {
+		w.abort()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *wavWriter) write(x []float32) error {
+	w.buf = pcm16(w.buf[:0], x)
+	w.bytes += len(w.buf)
+	_, err := w.w.Write(w.buf)
+	return err
+}
+
+func (w *wavWriter) finish() error {
+	err := w.w.Flush()
+	if err == nil {
+		_, err = w.f.WriteAt(wavHeader(w.bytes), 0)
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	w.f = nil
+	if err != nil {
+		return fmt.Errorf("write wav: %w", err)
+	}
+	return nil
+}
+
+// abort closes a file that was not finished (no-op after finish).
+func (w *wavWriter) abort() {
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
 }
