@@ -105,7 +105,7 @@ func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 		if ok {
 			// A previous version of the key may sit in a segment (SPEC §9).
 			if c.segments.Pending(key) {
-				c.segments.Cleanup(key)
+				c.cleanupSegment(key)
 			}
 			c.published(to, d.Size)
 			c.ringPuts.Add(1)
@@ -345,12 +345,26 @@ func (c *SHM) Cleanup(key string) bool {
 		return false
 	}
 	cancelled := c.ring.Cancel(key) > 0
-	return c.segments.Cleanup(key) || cancelled
+	return c.cleanupSegment(key) || cancelled
 }
 
 // CleanupPrefix implements Transport: keys prefix + decimal digits only.
 func (c *SHM) CleanupPrefix(prefix string) int {
-	return c.segments.CleanupPrefix(prefix) + c.ring.CancelPrefix(prefix)
+	n, err := c.segments.CleanupPrefix(prefix)
+	if err != nil {
+		c.log.Warn("omnishm: cleanup failed", "prefix", prefix, "err", err)
+	}
+	return n + c.ring.CancelPrefix(prefix)
+}
+
+// cleanupSegment retires key's pending segment. Transport's Cleanup has no
+// error to return, so a failure is logged (the segment package never logs).
+func (c *SHM) cleanupSegment(key string) bool {
+	retired, err := c.segments.Cleanup(key)
+	if err != nil {
+		c.log.Warn("omnishm: cleanup failed", "key", key, "err", err)
+	}
+	return retired
 }
 
 // Reap reclaims consumed frames of this producer's rings, forgets consumed

@@ -1,11 +1,16 @@
 package interop
 
 import (
+	"bytes"
+	"context"
+	"os/exec"
 	"testing"
 
 	"omnishm/connector"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
+	"omnishm/scope"
+	"omnishm/segment"
 	"omnishm/tensor"
 	"omnishm/wire"
 )
@@ -118,5 +123,103 @@ func TestPythonSegmentToGo(t *testing.T) {
 			py.exit(t)
 			absent(t, shmPath(key), lockPath(key))
 		})
+	}
+}
+
+// These scripts do what the Python SharedMemoryConnector does on the
+// per-key path (SPEC §6), with multiprocessing.shared_memory itself: the
+// segment package's own producer and Claim meet them directly, without a
+// connector.
+const (
+	pythonSegPut = `
+import binascii, fcntl, struct, sys
+from multiprocessing import resource_tracker, shared_memory
+key, wrapped = sys.argv[1], sys.argv[2] == "1"
+data = sys.stdin.buffer.read()
+if wrapped:
+    data = struct.pack(">8sQI", b"OMNIIPC1", len(data), binascii.crc32(data) & 0xFFFFFFFF) + data
+with open(f"/dev/shm/shm_{key}_lockfile.lock", "wb+") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    shm = shared_memory.SharedMemory(name=key, create=True, size=len(data))
+    shm.buf[: len(data)] = data
+    # The receiver owns it now; keep the tracker from unlinking it at exit.
+    resource_tracker.unregister(shm._name, "shared_memory")
+    shm.close()
+    fcntl.flock(lock, fcntl.LOCK_UN)
+`
+	pythonSegGet = `
+import fcntl, os, sys
+from multiprocessing import shared_memory
+key = sys.argv[1]
+size = os.stat(f"/dev/shm/{key}").st_size
+lock_file = f"/dev/shm/shm_{key}_lockfile.lock"
+with open(lock_file, "rb+") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    shm = shared_memory.SharedMemory(name=key)
+    data = bytes(shm.buf[:size])
+    shm.close()
+    shm.unlink()
+    os.remove(lock_file)
+sys.stdout.buffer.write(data)
+`
+)
+
+// pythonScript runs script with python3 (skipping the test without one that
+// has multiprocessing.shared_memory) and returns its stdout.
+func pythonScript(t *testing.T, script string, stdin []byte, args ...string) []byte {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil || exec.Command(python, "-c", "import multiprocessing.shared_memory").Run() != nil {
+		t.Skip("python3 with multiprocessing.shared_memory not available")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, append([]string{"-B", "-E", "-s", "-c", script}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, stderr.String())
+	}
+	return out
+}
+
+// The segment package against multiprocessing.shared_memory: a Python
+// producer's segment, plain or OMNIIPC1-wrapped, is claimed by
+// segment.Claim; a segment.Producer's is read by a Python receiver, after
+// which the producer has nothing left to retire.
+func TestSegmentPackageWithPython(t *testing.T) {
+	for _, size := range []int{1, 4096, 1 << 20} {
+		data := shmtest.Payload(size, uint64(size))
+		for _, wrapped := range []string{"0", "1"} {
+			key := shmtest.Key("frompy")
+			pythonScript(t, pythonSegPut, data, key, wrapped)
+			got, ok, err := segment.Claim("", key)
+			if err != nil || !ok || !bytes.Equal(got, data) {
+				t.Fatalf("size %d wrapped %s: Go claimed %d bytes, ok=%v err=%v", size, wrapped, len(got), ok, err)
+			}
+			absent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
+		}
+
+		key := shmtest.Key("topy")
+		p := segment.NewProducer(segment.Options{})
+		d, err := p.Put(key, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pythonScript(t, pythonSegGet, nil, key); !bytes.Equal(got, data) {
+			t.Fatalf("size %d: Python read %d different bytes", size, len(got))
+		}
+		absent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
+		if claimed, err := p.Claimed(d); !claimed || err != nil {
+			t.Fatalf("Claimed after Python read it: %v, %v", claimed, err)
+		}
+		if ok, err := p.Cleanup(key); ok || err != nil {
+			t.Fatalf("cleanup of a key Python consumed: %v, %v", ok, err)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -83,7 +83,7 @@ func BenchmarkTransfer(b *testing.B) {
 			}()
 			p := NewProducer(Options{})
 			defer p.Close()
-			data := payload(size, 1)
+			data := shmtest.Payload(size, 1)
 			base := shmtest.Key("bench") + "_"
 			frame := make([]byte, 5+size)
 			var ack [1]byte

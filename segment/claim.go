@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+
 	"omnishm/descriptor"
 	"omnishm/keys"
 	"omnishm/scope"
@@ -15,7 +16,7 @@ import (
 // in any process can get the same publication, and data is a new slice the
 // caller owns (the payload, unwrapped from the OMNIIPC1 form if present).
 // A segment that was claimed but is corrupt is removed and reported as an
-// error wrapping ErrCorrupt.
+// error wrapping ErrCorrupt. A bad key is an error wrapping keys.ErrBadKey.
 func Claim(dir, key string) (data []byte, ok bool, err error) {
 	if err := keys.Check(key); err != nil {
 		return nil, false, err
@@ -25,29 +26,29 @@ func Claim(dir, key string) (data []byte, ok bool, err error) {
 	}
 	seg := dir + "/" + key
 	if _, err := segmentSize(seg); err != nil {
-		return nil, false, missOr(key, err)
+		return nil, false, missOr(err)
 	}
 	lockPath := dir + "/" + scope.LockName(key)
-	fd, err := lockFile(lockPath, false)
+	fd, _, err := lockFile(lockPath, false)
 	if err != nil {
-		return nil, false, missOr(key, err)
+		return nil, false, missOr(err)
 	}
 	defer closeFD(fd)
 	raw, err := readSegment(seg)
 	if err != nil {
-		return nil, false, missOr(key, err)
+		return nil, false, missOr(err)
 	}
 	// Unlink the segment first: once it is gone no one else can claim it,
 	// then the lock file while still holding it (SPEC §6).
 	if _, err := remove(seg); err != nil {
-		return nil, false, fmt.Errorf("segment: claim %q: %w", key, err)
+		return nil, false, claimError(err)
 	}
 	if _, err := remove(lockPath); err != nil {
-		return nil, false, fmt.Errorf("segment: claim %q: %w", key, err)
+		return nil, false, claimError(err)
 	}
 	payload, err := unwrap(raw)
 	if err != nil {
-		return nil, false, fmt.Errorf("segment: claim %q: %w", key, err)
+		return nil, false, claimError(pathError("unwrap", seg, err))
 	}
 	return payload, true, nil
 }
@@ -60,9 +61,11 @@ func ClaimDescriptor(dir string, d descriptor.ShmHandle) ([]byte, bool, error) {
 }
 
 // missOr turns the "not now" outcomes into a miss and wraps the rest.
-func missOr(key string, err error) error {
-	if errors.Is(err, errGone) || errors.Is(err, errBusy) {
+func missOr(err error) error {
+	if errors.Is(err, errGone) || errors.Is(err, errBusy) || errors.Is(err, errReplaced) {
 		return nil
 	}
-	return fmt.Errorf("segment: claim %q: %w", key, err)
+	return claimError(err)
 }
+
+func claimError(err error) error { return fmt.Errorf("segment: claim: %w", err) }

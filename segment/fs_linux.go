@@ -1,22 +1,19 @@
 package segment
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
+// This file is the I/O edge of the package: every system call on a segment
+// or lock file. Errors name the system call's file once, as *fs.PathError;
+// the exported functions add the operation ("segment: put: ...").
+
 // Every open of a path in the shared directory refuses symlinks (another
 // user can plant one in sticky /dev/shm) and does not leak into children.
 const openFlags = unix.O_NOFOLLOW | unix.O_CLOEXEC
-
-// Outcomes of taking a lock file that mean "not now", not failure.
-var (
-	errBusy = errors.New("lock held by another process")
-	errGone = errors.New("no such publication")
-)
 
 // lockTries bounds how often a producer reopens a lock file that a receiver
 // removed between open and flock (SPEC §6: up to 3 tries).
@@ -24,10 +21,11 @@ const lockTries = 3
 
 // lockFile opens the lock file at path and takes its exclusive flock. A
 // producer (wait) creates it 0600, blocks on the lock and reopens when the
-// locked file is no longer the one at path. A receiver (!wait) never
-// creates, never blocks and treats contention or a replaced file as a miss
-// (errBusy, errGone). The caller closes fd, which releases the lock.
-func lockFile(path string, wait bool) (int, error) {
+// locked file is no longer the one at path. A receiver or a sweep (!wait)
+// never creates, never blocks, and treats absence, contention or a replaced
+// file as "not now" (errGone, errBusy, errReplaced). It returns what fstat
+// says of the locked file; the caller closes fd, which releases the lock.
+func lockFile(path string, wait bool) (int, fileInfo, error) {
 	flags := unix.O_RDWR | openFlags
 	how := unix.LOCK_EX
 	tries := lockTries
@@ -42,31 +40,31 @@ func lockFile(path string, wait bool) (int, error) {
 	for range tries {
 		fd, err := unix.Open(path, flags, 0o600)
 		if err == unix.ENOENT && !wait {
-			return -1, errGone
+			return -1, fileInfo{}, errGone
 		}
 		if err != nil {
-			return -1, fmt.Errorf("open lock file %s: %w", path, err)
+			return -1, fileInfo{}, pathError("open", path, err)
 		}
 		if err := flock(fd, how); err != nil {
 			unix.Close(fd)
 			if err == unix.EWOULDBLOCK {
-				return -1, errBusy
+				return -1, fileInfo{}, errBusy
 			}
-			return -1, fmt.Errorf("lock %s: %w", path, err)
+			return -1, fileInfo{}, pathError("lock", path, err)
 		}
-		same, err := isFileAt(fd, path)
+		info, same, err := isFileAt(fd, path)
 		if same {
-			return fd, nil
+			return fd, info, nil
 		}
 		unix.Close(fd)
 		if err != nil {
-			return -1, err
+			return -1, fileInfo{}, err
 		}
 		if !wait {
-			return -1, errGone
+			return -1, fileInfo{}, errReplaced
 		}
 	}
-	return -1, fmt.Errorf("lock %s: replaced %d times while locking", path, lockTries)
+	return -1, fileInfo{}, pathError("lock", path, fmt.Errorf("replaced %d times while locking", lockTries))
 }
 
 func flock(fd, how int) error {
@@ -79,22 +77,25 @@ func flock(fd, how int) error {
 }
 
 // isFileAt reports whether the open fd is the regular file now at path (a
-// receiver may have unlinked the lock file between our open and flock).
-func isFileAt(fd int, path string) (bool, error) {
-	var have, now unix.Stat_t
+// receiver may have unlinked the lock file between our open and flock), and
+// what fstat says of fd.
+func isFileAt(fd int, path string) (fileInfo, bool, error) {
+	var have unix.Stat_t
 	if err := unix.Fstat(fd, &have); err != nil {
-		return false, fmt.Errorf("stat lock file %s: %w", path, err)
+		return fileInfo{}, false, pathError("stat", path, err)
 	}
-	if have.Mode&unix.S_IFMT != unix.S_IFREG {
-		return false, fmt.Errorf("lock file %s is not a regular file", path)
+	info := infoOf(&have)
+	if !info.regular {
+		return info, false, pathError("lock", path, errNotRegular)
 	}
-	if err := unix.Lstat(path, &now); err != nil {
-		if err == unix.ENOENT {
-			return false, nil
-		}
-		return false, fmt.Errorf("stat lock file %s: %w", path, err)
+	now, err := lstatFile(path)
+	switch {
+	case err == errGone:
+		return info, false, nil
+	case err != nil:
+		return info, false, err
 	}
-	return now.Dev == have.Dev && now.Ino == have.Ino, nil
+	return info, now.id == info.id, nil
 }
 
 // writeSegment creates the segment at path holding exactly data, as
@@ -102,7 +103,8 @@ func isFileAt(fd int, path string) (bool, error) {
 // An existing segment is unlinked first: the caller holds the key's lock,
 // and receivers read only under it, so no one is reading the old one.
 // It reports whether an old segment was replaced, and the new one's
-// identity.
+// identity, taken from the file it created (not from the name, which a
+// receiver may already have claimed and another producer re-created).
 func writeSegment(path string, data []byte) (replaced bool, id fileID, err error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
 	if err == unix.EEXIST {
@@ -110,26 +112,26 @@ func writeSegment(path string, data []byte) (replaced bool, id fileID, err error
 		// root, unlink would remove any user's file of that name.
 		var st unix.Stat_t
 		if unix.Lstat(path, &st) == nil && int(st.Uid) != unix.Geteuid() {
-			return false, id, fmt.Errorf("replace segment %s: it belongs to uid %d", path, st.Uid)
+			return false, id, pathError("replace", path, fmt.Errorf("it belongs to uid %d", st.Uid))
 		}
 		if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
-			return false, id, fmt.Errorf("replace segment %s: %w", path, err)
+			return false, id, pathError("replace", path, err)
 		}
 		replaced = true
 		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
 	}
 	if err != nil {
-		return replaced, id, fmt.Errorf("create segment %s: %w", path, err)
+		return replaced, id, pathError("create", path, err)
 	}
 	var st unix.Stat_t
 	if err = unix.Fstat(fd, &st); err == nil {
-		id = fileID{dev: uint64(st.Dev), ino: st.Ino}
+		id = infoOf(&st).id
 		err = fill(fd, data)
 	}
 	unix.Close(fd)
 	if err != nil {
-		unix.Unlink(path)
-		return replaced, fileID{}, fmt.Errorf("write segment %s: %w", path, err)
+		unix.Unlink(path) // a half-written segment must not be claimed
+		return replaced, fileID{}, pathError("write", path, err)
 	}
 	return replaced, id, nil
 }
@@ -164,7 +166,7 @@ func segmentSize(path string) (int64, error) {
 		if err == unix.ENOENT {
 			return 0, errGone
 		}
-		return 0, fmt.Errorf("stat segment %s: %w", path, err)
+		return 0, pathError("stat", path, err)
 	}
 	if st.Size == 0 {
 		return 0, errGone
@@ -181,20 +183,20 @@ func readSegment(path string) ([]byte, error) {
 		return nil, errGone
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open segment %s: %w", path, err)
+		return nil, pathError("open", path, err)
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("stat segment %s: %w", path, err)
+		return nil, pathError("stat", path, err)
 	}
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return nil, fmt.Errorf("segment %s is not a regular file", path)
+		return nil, pathError("read", path, errNotRegular)
 	case st.Size == 0:
 		return nil, errGone
 	case st.Size > maxSegment:
-		return nil, fmt.Errorf("segment %s: %d bytes is over the %d limit", path, st.Size, int64(maxSegment))
+		return nil, pathError("read", path, fmt.Errorf("%d bytes is over the %d limit", st.Size, int64(maxSegment)))
 	}
 	data := make([]byte, st.Size)
 	for off := 0; off < len(data); {
@@ -203,10 +205,10 @@ func readSegment(path string) ([]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read segment %s: %w", path, err)
+			return nil, pathError("read", path, err)
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("read segment %s: %w: ends at %d of %d bytes", path, ErrCorrupt, off, len(data))
+			return nil, pathError("read", path, fmt.Errorf("%w: ends at %d of %d bytes", ErrCorrupt, off, len(data)))
 		}
 		off += n
 	}
@@ -220,75 +222,33 @@ func remove(path string) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("unlink %s: %w", path, err)
+		return false, pathError("unlink", path, err)
 	}
 	return true, nil
 }
 
-// exists reports whether path names anything; errors other than absence
-// count as present, so a sweep never forgets a key it cannot check.
-func exists(path string) bool {
-	var st unix.Stat_t
-	return unix.Lstat(path, &st) != unix.ENOENT
-}
-
-// segmentAt returns the identity of the file at path, errGone when there is
-// none, or another error when it cannot tell.
-func segmentAt(path string) (fileID, error) {
+// lstatFile describes the file at path without following a link: errGone
+// when there is none, another error when it cannot tell.
+func lstatFile(path string) (fileInfo, error) {
 	var st unix.Stat_t
 	switch err := unix.Lstat(path, &st); err {
 	case nil:
-		return fileID{dev: uint64(st.Dev), ino: st.Ino}, nil
+		return infoOf(&st), nil
 	case unix.ENOENT:
-		return fileID{}, errGone
+		return fileInfo{}, errGone
 	default:
-		return fileID{}, fmt.Errorf("stat segment %s: %w", path, err)
+		return fileInfo{}, pathError("stat", path, err)
 	}
 }
 
-// oldLockFile is what the orphan check needs to know about a lock file.
-type oldLockFile struct {
-	dev, ino uint64
-	ok       bool
-}
-
-// inspectLock reports whether st describes a lock file that may be an
-// orphan: a regular file of uid, last changed before cutoff.
-func inspectLock(st *unix.Stat_t, uid int, cutoff time.Time) oldLockFile {
-	mtime := time.Unix(st.Mtim.Unix())
-	ok := st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == uid && mtime.Before(cutoff)
-	return oldLockFile{dev: uint64(st.Dev), ino: st.Ino, ok: ok}
-}
-
-// sweepLock removes the lock file at lockPath when it is an orphan (SPEC §6):
-// checked, locked without waiting, checked again (same inode, own uid, still
-// old, segment still absent), then unlinked while the lock is held.
-func sweepLock(lockPath, segPath string, uid int, cutoff time.Time) (bool, error) {
-	var st unix.Stat_t
-	if err := unix.Lstat(lockPath, &st); err != nil {
-		return false, nil // gone already, or not ours to judge
+func infoOf(st *unix.Stat_t) fileInfo {
+	return fileInfo{
+		id:      fileID{dev: uint64(st.Dev), ino: st.Ino},
+		regular: st.Mode&unix.S_IFMT == unix.S_IFREG,
+		uid:     int(st.Uid),
+		size:    st.Size,
+		mtime:   time.Unix(st.Mtim.Unix()),
 	}
-	before := inspectLock(&st, uid, cutoff)
-	if !before.ok || exists(segPath) {
-		return false, nil
-	}
-	fd, err := unix.Open(lockPath, unix.O_RDWR|unix.O_NONBLOCK|openFlags, 0)
-	if err != nil {
-		return false, nil
-	}
-	defer unix.Close(fd)
-	if err := flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return false, nil // in use: a producer or receiver is working on it
-	}
-	var held, now unix.Stat_t
-	if unix.Fstat(fd, &held) != nil || unix.Lstat(lockPath, &now) != nil {
-		return false, nil
-	}
-	after := inspectLock(&held, uid, cutoff)
-	if !after.ok || after != before || now.Ino != held.Ino || now.Dev != held.Dev || exists(segPath) {
-		return false, nil
-	}
-	return remove(lockPath)
 }
 
 func closeFD(fd int) { unix.Close(fd) }

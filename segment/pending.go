@@ -12,25 +12,29 @@ type pendingSet struct {
 	index map[string]*list.Element
 }
 
-// fileID identifies a file: a name re-created since has another one.
-type fileID struct{ dev, ino uint64 }
-
 type pendingKey struct {
 	key string
 	id  fileID
 }
 
-func newPendingSet() pendingSet {
-	return pendingSet{order: list.New(), index: make(map[string]*list.Element)}
-}
-
 func (s *pendingSet) len() int { return len(s.index) }
 
-func (s *pendingSet) has(key string) bool { _, ok := s.index[key]; return ok }
+// lookup returns the identity key was recorded with, if it is there.
+func (s *pendingSet) lookup(key string) (fileID, bool) {
+	e, ok := s.index[key]
+	if !ok {
+		return fileID{}, false
+	}
+	return e.Value.(pendingKey).id, true
+}
 
 // add records key and its segment's identity; a key already present keeps
-// its place and takes the new identity.
+// its place and takes the new identity. The zero pendingSet is empty and
+// ready: add makes its storage.
 func (s *pendingSet) add(key string, id fileID) {
+	if s.index == nil {
+		s.order, s.index = list.New(), make(map[string]*list.Element)
+	}
 	if e, ok := s.index[key]; ok {
 		e.Value = pendingKey{key, id}
 		return
@@ -53,7 +57,7 @@ func (s *pendingSet) remove(key string) (fileID, bool) {
 // and a kept key moves to the back. It returns the keys it dropped.
 func (s *pendingSet) rotate(n int, keep func(key string, id fileID) bool) []string {
 	var dropped []string
-	for i := 0; i < n && s.order.Len() > 0; i++ {
+	for i := 0; i < n && s.len() > 0; i++ {
 		e := s.order.Front()
 		pk := e.Value.(pendingKey)
 		if keep(pk.key, pk.id) {
@@ -70,6 +74,9 @@ func (s *pendingSet) rotate(n int, keep func(key string, id fileID) bool) []stri
 // keys returns every key, oldest first, filtered by match when it is non-nil.
 func (s *pendingSet) keys(match func(string) bool) []string {
 	var out []string
+	if s.order == nil {
+		return nil
+	}
 	for e := s.order.Front(); e != nil; e = e.Next() {
 		if k := e.Value.(pendingKey).key; match == nil || match(k) {
 			out = append(out, k)

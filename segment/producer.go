@@ -3,21 +3,26 @@ package segment
 import (
 	"errors"
 	"fmt"
-	"log/slog"
+	"sync"
+
 	"omnishm/descriptor"
 	"omnishm/keys"
 	"omnishm/scope"
-	"sync"
 )
 
 // ErrClosed is returned by Put after Close.
 var ErrClosed = errors.New("segment: producer closed")
 
+// errEmpty refuses a zero-size segment: it reads as "not ready yet" to
+// every receiver (SPEC §6), so it would never be claimed.
+var errEmpty = errors.New("segment: put: empty payload")
+
 // sweepBatch bounds the consumed-key sweep each Put does, as Python's
 // _reap_segments does: a round-robin over at most 64 pending keys.
 const sweepBatch = 64
 
-// Options configure a Producer.
+// Options configure a Producer. The zero value writes into DefaultDir
+// without hooks.
 type Options struct {
 	// Dir holds segments and lock files; empty means DefaultDir. Both
 	// endpoints must use the same directory.
@@ -32,8 +37,11 @@ type Options struct {
 }
 
 // Producer publishes payloads as per-key segments and remembers which of
-// them no receiver has claimed yet, so it can retire them (Cleanup,
-// CleanupPrefix, Close). It is safe for concurrent use.
+// them no receiver has claimed yet, with the identity (device and inode) of
+// the file it wrote for each, so it can tell its own unclaimed segment from
+// one another producer wrote under the same key since (Claimed, Cleanup,
+// CleanupPrefix, Close). The zero Producer writes into DefaultDir. It is
+// safe for concurrent use.
 type Producer struct {
 	dir      string
 	onCreate func(string)
@@ -44,41 +52,46 @@ type Producer struct {
 	closed  bool
 }
 
-// NewProducer returns a producer writing into opts.Dir.
+// NewProducer returns a producer configured by opts.
 func NewProducer(opts Options) *Producer {
-	dir := opts.Dir
-	if dir == "" {
-		dir = DefaultDir
-	}
-	return &Producer{dir: dir, onCreate: opts.OnCreate, onRemove: opts.OnRemove, pending: newPendingSet()}
+	return &Producer{dir: opts.Dir, onCreate: opts.OnCreate, onRemove: opts.OnRemove}
 }
 
-func (p *Producer) segPath(key string) string  { return p.dir + "/" + key }
-func (p *Producer) lockPath(key string) string { return p.dir + "/" + scope.LockName(key) }
+// path is where the file name lives: in Dir, or DefaultDir for the zero
+// Producer.
+func (p *Producer) path(name string) string {
+	if p.dir == "" {
+		return DefaultDir + "/" + name
+	}
+	return p.dir + "/" + name
+}
+
+func (p *Producer) segPath(key string) string  { return p.path(key) }
+func (p *Producer) lockPath(key string) string { return p.path(scope.LockName(key)) }
 
 // Put publishes data under key (SPEC §6): under the key's lock file it
 // writes a segment of exactly len(data) plain bytes, replacing an unclaimed
 // one, and records the key as pending. data is copied before Put returns.
-// A receiver in any process then claims it with Claim.
+// A receiver in any process then claims it with Claim. A bad key is an
+// error wrapping keys.ErrBadKey; after Close, Put fails with ErrClosed.
 func (p *Producer) Put(key string, data []byte) (descriptor.ShmHandle, error) {
 	if err := keys.Check(key); err != nil {
 		return descriptor.ShmHandle{}, err
 	}
 	if len(data) == 0 {
-		// A zero-size segment reads as "not ready yet" to every receiver.
-		return descriptor.ShmHandle{}, fmt.Errorf("segment: put %q: empty payload", key)
+		return descriptor.ShmHandle{}, errEmpty
 	}
 	if p.isClosed() {
 		return descriptor.ShmHandle{}, ErrClosed
 	}
 	p.sweepConsumed()
 
-	fd, err := lockFile(p.lockPath(key), true)
+	lock, seg := p.lockPath(key), p.segPath(key)
+	fd, _, err := lockFile(lock, true)
 	if err != nil {
-		return descriptor.ShmHandle{}, fmt.Errorf("segment: put %q: %w", key, err)
+		return descriptor.ShmHandle{}, putError(err)
 	}
 	defer closeFD(fd)
-	seg := p.segPath(key)
 	// Forget the key while its segment changes, so that a concurrent sweep
 	// does not take the new segment for another producer's.
 	old, wasPending := p.forget(key)
@@ -96,10 +109,11 @@ func (p *Producer) Put(key string, data []byte) (descriptor.ShmHandle, error) {
 		}
 		// Leave no lock file without a segment behind (it would wait 60 s
 		// for a sweep); one beside a segment we could not replace stays.
-		if _, serr := segmentAt(seg); serr == errGone {
-			remove(p.lockPath(key))
+		if _, serr := lstatFile(seg); serr == errGone {
+			_, rerr := remove(lock)
+			err = errors.Join(err, rerr)
 		}
-		return descriptor.ShmHandle{}, fmt.Errorf("segment: put %q: %w", key, err)
+		return descriptor.ShmHandle{}, putError(err)
 	}
 	p.notify(p.onCreate, seg)
 
@@ -111,54 +125,107 @@ func (p *Producer) Put(key string, data []byte) (descriptor.ShmHandle, error) {
 	p.mu.Unlock()
 	if closed {
 		// Close ran meanwhile and will not see this key: retire it here.
-		remove(seg)
-		remove(p.lockPath(key))
+		_, serr := remove(seg)
+		_, lerr := remove(lock)
 		p.notify(p.onRemove, seg)
+		if err := errors.Join(serr, lerr); err != nil {
+			return descriptor.ShmHandle{}, errors.Join(ErrClosed, putError(err))
+		}
 		return descriptor.ShmHandle{}, ErrClosed
 	}
 	return descriptor.ShmHandle{Name: key, Size: len(data)}, nil
 }
+
+func putError(err error) error { return fmt.Errorf("segment: put: %w", err) }
 
 // Pending reports whether key was published by p and not yet known to be
 // consumed or retired.
 func (p *Producer) Pending(key string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pending.has(key)
+	_, ok := p.pending.lookup(key)
+	return ok
+}
+
+// Claimed reports whether the publication h, returned by p.Put, no longer
+// waits for a receiver: its segment is gone (a receiver claimed it, SPEC §6)
+// or is another file now (claimed, then published again under the same key
+// by someone else). The name and size in h cannot tell "still mine" from
+// "claimed and re-published"; the identity of the file p created, which p
+// recorded at Put, can. A key p holds nothing under (never put, retired by
+// Cleanup or Close, or already known to be consumed) reports true. Once it
+// reports true, p forgets the key as Put's consumed-key sweep would
+// (OnRemove is called). Claimed takes no lock, so polling it never makes a
+// receiver's non-blocking lock miss. A per-key publication has no
+// generation: after p puts h.Name again, Claimed speaks of the newer one.
+func (p *Producer) Claimed(h descriptor.ShmHandle) (bool, error) {
+	if err := keys.Check(h.Name); err != nil {
+		return false, err
+	}
+	p.mu.Lock()
+	id, ok := p.pending.lookup(h.Name)
+	p.mu.Unlock()
+	if !ok {
+		return true, nil
+	}
+	seg := p.segPath(h.Name)
+	switch now, err := lstatFile(seg); {
+	case err == errGone:
+	case err != nil:
+		return false, fmt.Errorf("segment: claimed: %w", err)
+	case now.id == id:
+		return false, nil
+	}
+	p.mu.Lock()
+	cur, still := p.pending.lookup(h.Name)
+	if still && cur == id {
+		p.pending.remove(h.Name)
+	}
+	p.mu.Unlock()
+	if still && cur == id {
+		p.notify(p.onRemove, seg)
+	}
+	return true, nil
 }
 
 // Cleanup retires key if p published it and no receiver has claimed it:
 // under the key's lock it unlinks the segment and the lock file. It reports
-// whether an unconsumed segment was actually unlinked (SPEC §9).
-func (p *Producer) Cleanup(key string) bool {
-	if keys.Check(key) != nil {
-		return false
+// whether an unconsumed segment was actually unlinked (SPEC §9). A key p
+// holds nothing under is no error; a bad key is one wrapping keys.ErrBadKey.
+func (p *Producer) Cleanup(key string) (bool, error) {
+	if err := keys.Check(key); err != nil {
+		return false, err
 	}
 	unlinked, err := p.retire(key)
 	if err != nil {
-		slog.Warn("segment: cleanup failed", "key", key, "err", err)
+		return unlinked, fmt.Errorf("segment: cleanup: %w", err)
 	}
-	return unlinked
+	return unlinked, nil
 }
 
 // CleanupPrefix retires every pending key that is prefix followed by
 // decimal digits only ("req_0_" matches "req_0_12", not "req_0_1x" nor
-// "request_0_1") and returns how many unconsumed segments it unlinked.
-func (p *Producer) CleanupPrefix(prefix string) int {
+// "request_0_1") and returns how many unconsumed segments it unlinked. It
+// goes on past a key it fails to retire and returns every failure, joined.
+func (p *Producer) CleanupPrefix(prefix string) (int, error) {
 	p.mu.Lock()
 	selected := p.pending.keys(func(k string) bool { return keys.InPrefix(prefix, k) })
 	p.mu.Unlock()
 	n := 0
+	var errs []error
 	for _, k := range selected {
-		if p.Cleanup(k) {
+		unlinked, err := p.Cleanup(k)
+		if unlinked {
 			n++
 		}
+		errs = append(errs, err)
 	}
-	return n
+	return n, errors.Join(errs...)
 }
 
 // Close retires every pending segment and its lock file. Later Puts fail
-// with ErrClosed; calling Close again does nothing.
+// with ErrClosed; calling Close again does nothing. It goes on past a key
+// it fails to retire and returns every failure, joined.
 func (p *Producer) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -171,7 +238,7 @@ func (p *Producer) Close() error {
 	var errs []error
 	for _, k := range keys {
 		if _, err := p.retire(k); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("segment: close: %w", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -200,35 +267,33 @@ func (p *Producer) retire(key string) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	seg := p.segPath(key)
-	fd, err := lockFile(p.lockPath(key), true)
+	lock, seg := p.lockPath(key), p.segPath(key)
+	fd, _, err := lockFile(lock, true)
 	if err != nil {
 		// The segment may still be there: OnRemove stays unsaid, so a
 		// crash watchdog still removes it.
-		return false, fmt.Errorf("segment: retire %q: %w", key, err)
+		return false, err
 	}
 	defer closeFD(fd)
 	unlinked := false
-	switch now, err := segmentAt(seg); {
+	switch now, err := lstatFile(seg); {
 	case err == errGone:
 		// Consumed: only the lock file (lockFile may just have made it).
 	case err != nil:
-		return false, fmt.Errorf("segment: retire %q: %w", key, err)
-	case now != id:
+		return false, err
+	case now.id != id:
 		p.notify(p.onRemove, seg)
 		return false, nil
 	default:
 		if unlinked, err = remove(seg); err != nil {
-			return false, fmt.Errorf("segment: retire %q: %w", key, err)
+			return false, err
 		}
 	}
 	p.notify(p.onRemove, seg)
 	// Unlink the lock file while holding it, as a receiver does, so a
 	// waiting producer notices and reopens.
-	if _, err := remove(p.lockPath(key)); err != nil {
-		return unlinked, fmt.Errorf("segment: retire %q: %w", key, err)
-	}
-	return unlinked, nil
+	_, err = remove(lock)
+	return unlinked, err
 }
 
 // sweepConsumed forgets pending keys whose segment a receiver has removed
@@ -239,8 +304,8 @@ func (p *Producer) sweepConsumed() {
 	p.mu.Lock()
 	n := min(sweepBatch, p.pending.len())
 	gone := p.pending.rotate(n, func(key string, id fileID) bool {
-		now, err := segmentAt(p.segPath(key))
-		return err != errGone && (err != nil || now == id)
+		now, err := lstatFile(p.segPath(key))
+		return err != errGone && (err != nil || now.id == id)
 	})
 	p.mu.Unlock()
 	for _, k := range gone {

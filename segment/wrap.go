@@ -15,9 +15,11 @@ const (
 	wrapHeader = 20
 )
 
-// ErrCorrupt is wrapped by the error for a segment whose OMNIIPC1 header
-// does not match its payload.
-var ErrCorrupt = errors.New("segment: corrupt OMNIIPC1 segment")
+// ErrCorrupt is wrapped by Claim's error for a segment whose OMNIIPC1
+// header does not match its payload, or that ends before its size. That
+// error already says "segment: claim:" and names the file, so this one
+// says only what is wrong.
+var ErrCorrupt = errors.New("corrupt segment")
 
 // unwrap returns the payload inside raw: raw itself in the plain form, or
 // the checked body of the OMNIIPC1 form. Plain serialized bytes (SPEC §5)
@@ -28,16 +30,16 @@ func unwrap(raw []byte) ([]byte, error) {
 		return raw, nil
 	}
 	if len(raw) < wrapHeader {
-		return nil, fmt.Errorf("%w: %d bytes, header needs %d", ErrCorrupt, len(raw), wrapHeader)
+		return nil, fmt.Errorf("%w: %d bytes, the OMNIIPC1 header needs %d", ErrCorrupt, len(raw), wrapHeader)
 	}
 	size := binary.BigEndian.Uint64(raw[8:16])
 	want := binary.BigEndian.Uint32(raw[16:20])
 	body := raw[wrapHeader:]
 	if size != uint64(len(body)) {
-		return nil, fmt.Errorf("%w: header says %d payload bytes, segment holds %d", ErrCorrupt, size, len(body))
+		return nil, fmt.Errorf("%w: OMNIIPC1 header says %d payload bytes, segment holds %d", ErrCorrupt, size, len(body))
 	}
 	if got := crc32.ChecksumIEEE(body); got != want {
-		return nil, fmt.Errorf("%w: CRC-32 %#08x, header says %#08x", ErrCorrupt, got, want)
+		return nil, fmt.Errorf("%w: CRC-32 %#08x, OMNIIPC1 header says %#08x", ErrCorrupt, got, want)
 	}
 	return body, nil
 }

@@ -15,6 +15,9 @@
 //   - per-key segments, only when asked (SegmentsOlderThan) and only when
 //     their lock can be taken without waiting.
 //
+// The per-key files are listed and swept by the segment package
+// (segment.Locks, segment.Sweep), which owns their lock protocol.
+//
 // A per-key segment is a regular file of this uid, other than a ring file,
 // whose lock file shm_{key}_lockfile.lock exists beside it: every producer
 // (Go and Python) creates the lock before the segment and every receiver

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"omnishm/scope"
+	"omnishm/segment"
 	"path/filepath"
 	"strings"
 	"time"
@@ -81,21 +82,23 @@ func Prune(o PruneOptions) (Report, error) {
 			note(Removal{Path: sc.WakeDir, What: "dir", Reason: "empty wake directory"}, removeWakeDir(o, sc.WakeDir, rep.Removed))
 		}
 	}
-	for _, l := range st.Locks {
-		path := filepath.Join(o.Dir, l.Name)
-		switch {
-		case l.Orphan:
-			note(Removal{Path: path, What: "lock", Reason: "orphan: segment gone"}, removeOrphanLock(o, l.Key))
-		case l.Segment && o.SegmentsOlderThan > 0:
-			seg := filepath.Join(o.Dir, l.Key)
-			err := removeSegment(o, l.Key)
-			note(Removal{Path: seg, What: "segment", Reason: "older than " + o.SegmentsOlderThan.String()}, err)
-			if err == nil {
-				note(Removal{Path: path, What: "lock", Reason: "its segment was removed"}, nil)
-			}
-		}
+	// Orphan lock files and old segments: SPEC §6's sweep, the segment
+	// package's to do.
+	sw, err := segment.Sweep(segment.SweepOptions{ListOptions: o.lockOptions(), SegmentsOlderThan: o.SegmentsOlderThan, DryRun: o.DryRun})
+	rep.Removed = append(rep.Removed, removals(sw.Removed)...)
+	rep.Skipped = append(rep.Skipped, removals(sw.Skipped)...)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("shmstate: prune: %w", err))
 	}
 	return rep, errors.Join(errs...)
+}
+
+func removals(swept []segment.Swept) []Removal {
+	out := make([]Removal, 0, len(swept))
+	for _, s := range swept {
+		out = append(out, Removal{Path: s.Path, What: s.What, Reason: s.Reason})
+	}
+	return out
 }
 
 // sameFile reports whether fd is still the file at path (nobody replaced it
@@ -362,58 +365,4 @@ func keepUnless(err error) error {
 		return errKeep
 	}
 	return err
-}
-
-// removeOrphanLock is SPEC §6's sweep: check, lock without waiting,
-// re-check (same inode, own uid, still old, segment still absent), unlink.
-func removeOrphanLock(o PruneOptions, key string) error {
-	path := filepath.Join(o.Dir, scope.LockName(key))
-	fd, st, err := lockNoWait(path, o.UID, "lock held")
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	if o.Now.Sub(time.Unix(st.Mtim.Sec, st.Mtim.Nsec)) <= OrphanGrace {
-		return skip("younger than %v", OrphanGrace)
-	}
-	var seg unix.Stat_t
-	if err := unix.Lstat(filepath.Join(o.Dir, key), &seg); !errors.Is(err, unix.ENOENT) {
-		return skip("segment exists")
-	}
-	if o.DryRun {
-		return nil
-	}
-	return unix.Unlink(path)
-}
-
-// removeSegment retires an old per-key segment the way a receiver claims
-// one (SPEC §6): lock without waiting, check the lock's identity, unlink the
-// segment, then the lock file while still holding it.
-func removeSegment(o PruneOptions, key string) error {
-	path := filepath.Join(o.Dir, scope.LockName(key))
-	fd, _, err := lockNoWait(path, o.UID, "lock held")
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	segPath := filepath.Join(o.Dir, key)
-	var seg unix.Stat_t
-	if err := unix.Lstat(segPath, &seg); err != nil {
-		return err
-	}
-	switch {
-	case seg.Mode&unix.S_IFMT != unix.S_IFREG:
-		return skip("not a regular file")
-	case int(seg.Uid) != o.UID:
-		return skip("owned by uid %d", seg.Uid)
-	case o.Now.Sub(time.Unix(seg.Mtim.Sec, seg.Mtim.Nsec)) <= o.SegmentsOlderThan:
-		return skip("younger than %v", o.SegmentsOlderThan)
-	}
-	if o.DryRun {
-		return nil
-	}
-	if err := unix.Unlink(segPath); err != nil {
-		return err
-	}
-	return unix.Unlink(path)
 }

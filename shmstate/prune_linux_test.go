@@ -352,34 +352,18 @@ func TestSymlinkedWakeDirIgnored(t *testing.T) {
 func TestPruneLeavesLinksAndStrangers(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	target := filepath.Join(dir, "target")
-	touch(t, target, nil, time.Hour, now)
-	link := filepath.Join(dir, scope.LockName("link"))
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-	keep := []string{link, target}
+	keep := shmtest.Planted(t, dir, now.Add(-time.Hour), []string{scope.LockName("link")}, []string{scope.LockName("foreign")})
 	if os.Geteuid() == 0 {
-		foreign := filepath.Join(dir, scope.LockName("foreign"))
-		touch(t, foreign, nil, time.Hour, now)
 		deadPID, deadStart := deadProcess(t)
 		n := scope.ForUID(os.Getuid(), "x", 1) // our names, their file
 		ring := filepath.Join(dir, n.EdgePrefix("0", "1")+strconv.Itoa(deadPID)+"_dd")
 		touch(t, ring, buildRing(4096, uint64(deadPID), deadStart, nil), 0, now)
-		for _, p := range []string{foreign, ring} {
-			if err := os.Chown(p, 12345, 12345); err != nil {
-				t.Fatal(err)
-			}
-		}
-		keep = append(keep, foreign, ring)
+		shmtest.Foreign(t, ring)
+		keep = append(keep, ring)
 	}
 	rep, err := Prune(PruneOptions{Options: Options{Dir: dir, Now: now}, SegmentsOlderThan: time.Minute})
 	if err != nil || len(rep.Removed) != 0 {
 		t.Fatalf("prune removed %v (%v)", paths(rep.Removed), err)
 	}
-	for _, p := range keep {
-		if _, err := os.Lstat(p); err != nil {
-			t.Errorf("%s: %v", p, err)
-		}
-	}
+	shmtest.AssertPresent(t, keep...)
 }

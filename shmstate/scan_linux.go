@@ -14,6 +14,7 @@ import (
 	"omnishm/proc"
 	"omnishm/ring"
 	"omnishm/scope"
+	"omnishm/segment"
 )
 
 // entry is one lstat'ed name in a directory.
@@ -69,8 +70,6 @@ type layout struct {
 	ringDirs  map[string]entry   // D -> dir entry
 	wakeDirs  map[string]entry   // D -> the wake dir whose path D hashes
 	ringFiles map[string][]entry // D -> ring files
-	files     map[string]entry   // every regular file, by name
-	locks     []entry
 }
 
 func readLayout(o Options) (layout, error) {
@@ -78,7 +77,6 @@ func readLayout(o Options) (layout, error) {
 		ringDirs:  map[string]entry{},
 		wakeDirs:  map[string]entry{},
 		ringFiles: map[string][]entry{},
-		files:     map[string]entry{},
 	}
 	entries, err := listOwn(o.Dir, o.UID)
 	if err != nil {
@@ -93,11 +91,8 @@ func readLayout(o Options) (layout, error) {
 				l.wakeDirs[d] = e
 			}
 		case e.isRegular():
-			l.files[e.name] = e
 			if rn, ok := scope.ParseRingName(o.UID, e.name); ok {
 				l.ringFiles[rn.Dir] = append(l.ringFiles[rn.Dir], e)
-			} else if key, ok := scope.LockKey(e.name); ok && strings.HasPrefix(key, o.KeyPrefix) {
-				l.locks = append(l.locks, e)
 			}
 		}
 	}
@@ -155,19 +150,28 @@ func Scan(o Options) (*State, error) {
 		}
 		st.Scopes = append(st.Scopes, sc)
 	}
-	for _, e := range l.locks {
-		key, _ := scope.LockKey(e.name)
-		seg, hasSeg := l.files[key]
-		if _, isRing := scope.ParseRingName(o.UID, key); isRing {
-			hasSeg = false
-		}
-		age := o.Now.Sub(e.mtime())
-		st.Locks = append(st.Locks, Lock{Key: key, Name: e.name, Segment: hasSeg, Orphan: !hasSeg && age > OrphanGrace, Age: Age(age)})
-		if hasSeg {
-			st.Segments = append(st.Segments, Segment{Key: key, Size: seg.st.Size, Age: Age(o.Now.Sub(seg.mtime()))})
+	// The per-key files are the segment package's to list and judge.
+	locks, err := segment.Locks(o.lockOptions())
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range locks {
+		st.Locks = append(st.Locks, Lock{Key: l.Key, Name: filepath.Base(l.Path), Segment: l.Segment, Orphan: l.Orphan, Age: Age(o.Now.Sub(l.ModTime))})
+		if l.Segment {
+			st.Segments = append(st.Segments, Segment{Key: l.Key, Size: l.SegmentSize, Age: Age(o.Now.Sub(l.SegmentModTime))})
 		}
 	}
 	return st, nil
+}
+
+// lockOptions selects o's per-key files: o.UID's in o.Dir, keys starting
+// with o.KeyPrefix, orphans judged at o.Now with OrphanGrace.
+func (o Options) lockOptions() segment.ListOptions {
+	l := segment.ListOptions{Dir: o.Dir, UID: o.UID, Now: o.Now, Grace: OrphanGrace}
+	if o.KeyPrefix != "" {
+		l.Match = func(key string) bool { return strings.HasPrefix(key, o.KeyPrefix) }
+	}
+	return l
 }
 
 func scanScope(o Options, l layout, d, name, wakeName string) (Scope, error) {

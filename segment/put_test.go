@@ -1,0 +1,215 @@
+package segment
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"omnishm/descriptor"
+	"omnishm/internal/shmtest"
+	"omnishm/keys"
+)
+
+// Put and Claim: the payload crosses processes intact, exactly one receiver
+// gets it, and a bad or empty publication touches nothing.
+
+func TestKeys(t *testing.T) {
+	cases := []struct {
+		key string
+		ok  bool
+	}{
+		{"req_0_1", true},
+		{"a.b-c~", true},
+		{"..a", true},
+		{strings.Repeat("k", 237), true},
+		{"ünïcode-κλειδί", true},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"a/b", false},
+		{"../etc/passwd", false},
+		{"/abs", false},
+		{"nul\x00byte", false},
+		{"not-utf8-\xff", false},
+		{strings.Repeat("k", 238), false}, // lock file name would be 256 bytes
+		{strings.Repeat("k", 256), false},
+	}
+	dir := t.TempDir()
+	p := NewProducer(Options{Dir: dir})
+	defer p.Close()
+	for _, c := range cases {
+		if c.ok {
+			mustPut(t, p, c.key, []byte(c.key))
+			if got := mustClaim(t, dir, c.key); string(got) != c.key {
+				t.Errorf("%q: claimed %q", keys.Shorten(c.key), got)
+			}
+			continue
+		}
+		if _, err := p.Put(c.key, []byte{1}); !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Put(%q) = %v, want keys.ErrBadKey", keys.Shorten(c.key), err)
+		}
+		if _, _, err := Claim(dir, c.key); !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Claim(%q) = %v, want keys.ErrBadKey", keys.Shorten(c.key), err)
+		}
+		if ok, err := p.Cleanup(c.key); ok || !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Cleanup(%q) = %v, %v, want keys.ErrBadKey", keys.Shorten(c.key), ok, err)
+		}
+		if _, err := p.Claimed(descriptor.ShmHandle{Name: c.key, Size: 1}); !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Claimed(%q) = %v, want keys.ErrBadKey", keys.Shorten(c.key), err)
+		}
+	}
+	// The good keys were claimed; the bad ones touched nothing.
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("files left: %v", entries)
+	}
+}
+
+func TestPutInOneProcessClaimInAnother(t *testing.T) {
+	for _, size := range []int{1, 512, 1 << 20} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			key := shmtest.Key("xproc")
+			child := shmtest.Start(t, "put", key, strconv.Itoa(size), "7")
+			if l := child.Line(t, wait); l != "put" {
+				t.Fatalf("producer: %s", l)
+			}
+			got := mustClaim(t, "", key)
+			if !bytes.Equal(got, shmtest.Payload(size, 7)) {
+				t.Fatalf("claimed %d bytes that differ from the %d put", len(got), size)
+			}
+			keyGone(t, DefaultDir, key)
+			if _, ok, err := Claim("", key); ok || err != nil {
+				t.Fatalf("second claim: ok=%v err=%v", ok, err)
+			}
+			child.Send(t, "close")
+			if err := child.Wait(t, wait); err != nil {
+				t.Fatal(err)
+			}
+
+			// And the other way round: this process puts, a child claims.
+			key = shmtest.Key("xproc")
+			p := NewProducer(Options{})
+			defer p.Close()
+			data := shmtest.Payload(size, 8)
+			d := mustPut(t, p, key, data)
+			if d != (descriptor.ShmHandle{Name: key, Size: size}) {
+				t.Fatalf("descriptor %+v", d)
+			}
+			var st unix.Stat_t
+			if err := unix.Stat(DefaultDir+"/"+key, &st); err != nil || st.Size != int64(size) || st.Mode&0o777 != 0o600 {
+				t.Fatalf("segment stat: size %d mode %o err %v", st.Size, st.Mode&0o777, err)
+			}
+			reader := shmtest.Start(t, "claim")
+			reader.Send(t, key)
+			if l := reader.Line(t, wait); l != "got "+shmtest.Digest(data) {
+				t.Fatalf("child claim: %s", l)
+			}
+			keyGone(t, DefaultDir, key)
+		})
+	}
+}
+
+func TestTwoReceiverProcessesClaimExactlyOnce(t *testing.T) {
+	p := NewProducer(Options{})
+	defer p.Close()
+	a, b := shmtest.Start(t, "claim"), shmtest.Start(t, "claim")
+	for round := range 20 {
+		key := shmtest.Key("race")
+		data := shmtest.Payload(4096, uint64(round))
+		mustPut(t, p, key, data)
+		a.Send(t, key)
+		b.Send(t, key)
+		answers := []string{a.Line(t, wait), b.Line(t, wait)}
+		got, miss := 0, 0
+		for _, l := range answers {
+			switch l {
+			case "got " + shmtest.Digest(data):
+				got++
+			case "miss":
+				miss++
+			default:
+				t.Fatalf("round %d: child said %q", round, l)
+			}
+		}
+		if got != 1 || miss != 1 {
+			t.Fatalf("round %d: %v, want exactly one claim", round, answers)
+		}
+		keyGone(t, DefaultDir, key)
+	}
+}
+
+func TestConcurrentPutsAndClaims(t *testing.T) {
+	p := NewProducer(Options{})
+	defer p.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 25 {
+				key := shmtest.Key("conc")
+				data := shmtest.Payload(100+i, uint64(g*100+i))
+				if _, err := p.Put(key, data); err != nil {
+					errs <- err
+					return
+				}
+				got, ok, err := Claim("", key)
+				if err != nil || !ok || !bytes.Equal(got, data) {
+					errs <- fmt.Errorf("%s: ok=%v err=%v", key, ok, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestEmptyPayloadRefused(t *testing.T) {
+	dir := t.TempDir()
+	p := NewProducer(Options{Dir: dir})
+	defer p.Close()
+	if _, err := p.Put(shmtest.Key("empty"), nil); err == nil {
+		t.Fatal("empty payload accepted")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("empty put created files: %v", entries)
+	}
+}
+
+func TestFailedPutLeavesNothing(t *testing.T) {
+	key := shmtest.Key("putfail")
+	child := shmtest.Start(t, "putfail", key, "4096")
+	if l := child.Line(t, wait); !strings.Contains(l, "file too large") {
+		t.Fatalf("put over the size limit: %q, want EFBIG", l)
+	}
+	if err := child.Wait(t, wait); err != nil {
+		t.Fatal(err)
+	}
+	keyGone(t, DefaultDir, key)
+}
+
+// The zero Producer publishes into DefaultDir.
+func TestZeroProducer(t *testing.T) {
+	var p Producer
+	key := shmtest.Key("zero")
+	d := mustPut(t, &p, key, []byte("zero value"))
+	if !p.Pending(key) {
+		t.Fatal("not pending")
+	}
+	if got := mustClaim(t, "", d.Name); string(got) != "zero value" {
+		t.Fatalf("claimed %q", got)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	keyGone(t, DefaultDir, key)
+}

@@ -1,0 +1,89 @@
+package segment
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+
+	"omnishm/internal/shmtest"
+	"omnishm/scope"
+)
+
+// Publishing a key again: an unclaimed segment of this producer is
+// replaced; another producer's, published after a claim, is never taken
+// for this producer's own.
+
+func TestReputReplacesUnclaimed(t *testing.T) {
+	var created, removed []string
+	var mu sync.Mutex
+	p := NewProducer(Options{
+		OnCreate: func(s string) { mu.Lock(); created = append(created, s); mu.Unlock() },
+		OnRemove: func(s string) { mu.Lock(); removed = append(removed, s); mu.Unlock() },
+	})
+	defer p.Close()
+	key := shmtest.Key("reput")
+	mustPut(t, p, key, []byte("first, and longer"))
+	mustPut(t, p, key, []byte("second"))
+	reader := shmtest.Start(t, "claim")
+	reader.Send(t, key)
+	if l := reader.Line(t, wait); l != "got "+shmtest.Digest([]byte("second")) {
+		t.Fatalf("receiver: %s, want the second value", l)
+	}
+	keyGone(t, DefaultDir, key)
+	path := DefaultDir + "/" + key
+	mu.Lock()
+	if fmt.Sprint(created) != fmt.Sprint([]string{path, path}) || fmt.Sprint(removed) != fmt.Sprint([]string{path}) {
+		t.Fatalf("hooks: created %v removed %v", created, removed)
+	}
+	mu.Unlock()
+	// The next put's sweep learns that the key was consumed.
+	other := shmtest.Key("reput-other")
+	mustPut(t, p, other, []byte{1})
+	if p.Pending(key) || !p.Pending(other) {
+		t.Fatalf("pending after sweep: %v %v", p.Pending(key), p.Pending(other))
+	}
+	mu.Lock()
+	if len(removed) != 2 || removed[1] != path {
+		t.Fatalf("consumed key not reported removed: %v", removed)
+	}
+	mu.Unlock()
+}
+
+// A producer retires only the segment it wrote: once a receiver claimed it
+// and another process published the key again, Cleanup and Close leave
+// that publication and its lock file alone.
+func TestRetireLeavesAnotherProducersRepublication(t *testing.T) {
+	for _, how := range []string{"cleanup", "close"} {
+		t.Run(how, func(t *testing.T) {
+			p := NewProducer(Options{})
+			defer p.Close()
+			key := shmtest.Key("republished")
+			mustPut(t, p, key, []byte("ours"))
+			mustClaim(t, "", key)
+			other := shmtest.Start(t, "put", key, "100", "9")
+			if l := other.Line(t, wait); l != "put" {
+				t.Fatalf("other producer: %s", l)
+			}
+			switch how {
+			case "cleanup":
+				if ok, err := p.Cleanup(key); ok || err != nil {
+					t.Errorf("Cleanup = %v, %v: retired another producer's segment", ok, err)
+				}
+			case "close":
+				if err := p.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			shmtest.AssertPresent(t, DefaultDir+"/"+scope.LockName(key))
+			if got := mustClaim(t, "", key); !bytes.Equal(got, shmtest.Payload(100, 9)) {
+				t.Fatalf("claimed %q, want the other producer's payload", got)
+			}
+			other.Send(t, "close")
+			if err := other.Wait(t, wait); err != nil {
+				t.Fatal(err)
+			}
+			keyGone(t, DefaultDir, key)
+		})
+	}
+}
