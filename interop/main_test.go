@@ -26,9 +26,7 @@ func TestMain(m *testing.M) {
 // edge 0->1 (ring path), prints each descriptor, then waits for a line (the
 // test kills it instead). Wakeups are off: a killed child leaves no FIFO.
 func roleGoProducer(args []string) int {
-	o := connector.DefaultOptions()
-	o.WakeupScope, o.StageID, o.Wakeups = args[0], "0", false
-	c, err := connector.Open(o)
+	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", DisableWakeups: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -44,19 +42,6 @@ func roleGoProducer(args []string) int {
 	shmtest.Hear()
 	c.Close()
 	return 0
-}
-
-// openConn opens a Go connector as stage in scope s, closed when the test ends.
-func openConn(t *testing.T, s, stage string, ringBytes int) *connector.SHM {
-	t.Helper()
-	o := connector.DefaultOptions()
-	o.WakeupScope, o.StageID, o.HostRingBytes = s, stage, ringBytes
-	c, err := connector.Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // tensorPayload is a tree with tensors of several dtypes and shapes next to

@@ -9,6 +9,7 @@ import (
 
 	"omnishm/connector"
 	"omnishm/frame"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/scope"
@@ -42,7 +43,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 		order = append(order, key)
 		args = append(args, key, kind, hexFile(t, data))
 	}
-	receiver := openConn(t, s, "1", ring.DefaultCapacity)
+	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	// Scan the edge before the producer exists: its ring must then be found
 	// through the stamp change its marker makes (SPEC §7).
 	missing(t, receiver, order[0], nil)
@@ -114,8 +115,8 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 // receiver then misses (exactly once across implementations).
 func TestGoRingProducerToPythonReceiver(t *testing.T) {
 	s := shmtest.Scope(t)
-	sender := openConn(t, s, "0", ring.DefaultCapacity)
-	receiver := openConn(t, s, "1", ring.DefaultCapacity)
+	sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
+	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	cases := []struct {
 		name    string
 		want    any
@@ -180,7 +181,7 @@ func TestGoRingProducerToPythonReceiver(t *testing.T) {
 func TestStaleDescriptor(t *testing.T) {
 	t.Run("go-producer", func(t *testing.T) {
 		s := shmtest.Scope(t)
-		sender := openConn(t, s, "0", ring.DefaultCapacity)
+		sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
 		key := shmtest.Key("twice")
 		_, first, err := sender.Put("0", "1", key, plainPayload(1, false))
 		if err != nil {
@@ -216,7 +217,7 @@ func TestStaleDescriptor(t *testing.T) {
 		if l := py.line(t); l != "ready" {
 			t.Fatal(l)
 		}
-		receiver := openConn(t, s, "1", ring.DefaultCapacity)
+		receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 		missing(t, receiver, key, first)
 		got, _ := getEventually(t, receiver, key, second)
 		checkTree(t, "second version", tensorPayload(2), got)
@@ -238,13 +239,13 @@ func TestDeadPythonProducer(t *testing.T) {
 	if l := py.line(t); l != "ready" {
 		t.Fatal(l)
 	}
-	attached := openConn(t, s, "1", ring.DefaultCapacity)
+	attached := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	got, _ := getEventually(t, attached, alive, nil)
 	checkTree(t, alive, plainPayload(1, false), got)
 
 	py.send(t, "crash")
 	py.exit(t)
-	fresh := openConn(t, s, "1", ring.DefaultCapacity)
+	fresh := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	for name, c := range map[string]*connector.SHM{"attached": attached, "fresh": fresh} {
 		t.Run(name, func(t *testing.T) {
 			missing(t, c, dead, deadDesc)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"omnishm/connector"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/tensor"
@@ -24,15 +25,15 @@ func TestGoSegmentToPython(t *testing.T) {
 		ringBytes int
 		want      any
 	}{
-		{"ring-disabled", 0, tensorPayload(9)},
-		{"ring-disabled-plain", 0, plainPayload(10, false)},
+		{"ring-disabled", connector.NoRing, tensorPayload(9)},
+		{"ring-disabled-plain", connector.NoRing, plainPayload(10, false)},
 		{"too-large-for-ring", ring.DefaultCapacity, map[string]any{"hidden": must(tensor.FromSlice(big, 1000, 300))}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := shmtest.Scope(t)
-			sender := openConn(t, s, "0", c.ringBytes)
-			receiver := openConn(t, s, "1", c.ringBytes)
+			sender := conntest.Open(t, s, "0", c.ringBytes)
+			receiver := conntest.Open(t, s, "1", c.ringBytes)
 			key := shmtest.Key("seg")
 			size, d, err := sender.Put("0", "1", key, c.want)
 			if err != nil {
@@ -71,11 +72,11 @@ func TestPythonSegmentToGo(t *testing.T) {
 		byDesc    bool
 		wrap      bool
 	}{
-		{"ring=0", 0, false, false},
-		{"ring=0/descriptor", 0, true, false},
+		{"ring=0", connector.NoRing, false, false},
+		{"ring=0/descriptor", connector.NoRing, true, false},
 		{"ring=default", ring.DefaultCapacity, false, false},
 		{"ring=default/descriptor", ring.DefaultCapacity, true, false},
-		{"ring=0/OMNIIPC1", 0, false, true},
+		{"ring=0/OMNIIPC1", connector.NoRing, false, true},
 		{"ring=default/OMNIIPC1/descriptor", ring.DefaultCapacity, true, true},
 	}
 	for _, c := range cases {
@@ -93,7 +94,7 @@ func TestPythonSegmentToGo(t *testing.T) {
 			if d.Shm == nil || d.Shm.Name != key {
 				t.Fatalf("descriptor %v", d)
 			}
-			receiver := openConn(t, s, "1", c.ringBytes)
+			receiver := conntest.Open(t, s, "1", c.ringBytes)
 			var desc *connector.Descriptor
 			if c.byDesc {
 				desc = d

@@ -16,17 +16,14 @@ import (
 // live in one process; in a pipeline each opens its own connector with the
 // same wakeup scope.
 func Example() {
-	opts := connector.DefaultOptions()
-	opts.WakeupScope = fmt.Sprintf("stream-example-%d", os.Getpid())
-	opts.StageID = "0"
-	stage0, err := connector.Open(opts)
+	scope := fmt.Sprintf("stream-example-%d", os.Getpid())
+	stage0, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer stage0.Close()
-	opts.StageID = "1"
-	stage1, err := connector.Open(opts)
+	stage1, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
 	if err != nil {
 		fmt.Println(err)
 		return
