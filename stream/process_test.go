@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"omnishm/connector"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
+	"omnishm/proc"
 	"omnishm/ring"
 	"omnishm/scope"
 )
@@ -101,11 +100,15 @@ func roleStall(args []string) int {
 	return 0
 }
 
-// childAlive is a SenderAlive for a child of this process: once the child
-// is reaped, kill(pid, 0) fails.
-func childAlive(p *shmtest.Proc) func() bool {
+// childID is the identity of a running child, as its ReaderOptions.Sender.
+func childID(t *testing.T, p *shmtest.Proc) proc.ID {
+	t.Helper()
 	pid := p.Cmd.Process.Pid
-	return func() bool { return unix.Kill(pid, 0) == nil }
+	start, err := proc.StartTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proc.ID{PID: pid, Start: start}
 }
 
 // TestCrossProcessInterleaved: a producer process interleaves the chunks of
@@ -126,8 +129,9 @@ func TestCrossProcessInterleaved(t *testing.T) {
 			defer cancel()
 			var wg sync.WaitGroup
 			errs := make([]error, requests)
+			sender := childID(t, p)
 			for r, id := range ids {
-				rd := mustReader(t, recv, id, ReaderOptions{SenderAlive: childAlive(p)})
+				rd := mustReader(t, recv, id, ReaderOptions{Sender: sender})
 				wg.Go(func() { errs[r] = readAll(ctx, rd, r, chunks) })
 			}
 			wg.Wait()
@@ -273,8 +277,8 @@ func TestReleaseQueuedBehindSendsRealConnector(t *testing.T) {
 }
 
 // TestSenderGoneWhenKilled: the producer is killed (SIGKILL) mid-stream;
-// the reader, told by the liveness check, stops with ErrSenderGone instead
-// of waiting out its progress timeout.
+// the reader, watching its process, stops with ErrSenderGone instead of
+// waiting out its hour-long progress timeout.
 func TestSenderGoneWhenKilled(t *testing.T) {
 	for _, rc := range conntest.Rings {
 		t.Run(rc.Name, func(t *testing.T) {
@@ -286,7 +290,7 @@ func TestSenderGoneWhenKilled(t *testing.T) {
 			if l := p.Line(t, wait); l != "sent" {
 				t.Fatalf("producer: %s", l)
 			}
-			rd := mustReader(t, recv, req, ReaderOptions{SenderAlive: childAlive(p), ProgressTimeout: time.Hour})
+			rd := mustReader(t, recv, req, ReaderOptions{Sender: childID(t, p), ProgressTimeout: time.Hour})
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()
 			for n := range 3 {

@@ -57,7 +57,8 @@ type Sender struct {
 }
 
 type op struct {
-	key     string
+	request string
+	n       int            // the chunk's index in its request
 	chunk   map[string]any // nil for a release
 	prefix  string         // a release's CleanupPrefix argument
 	release chan int
@@ -68,10 +69,7 @@ type op struct {
 // the transport open until the receivers have drained (closing a connector
 // retires its unclaimed publications, SPEC §9).
 func NewSender(t connector.Transport, from, to string, opts SenderOptions) (*Sender, error) {
-	if err := checkName("from stage", from); err != nil {
-		return nil, err
-	}
-	if err := checkName("to stage", to); err != nil {
+	if err := checkEdge(from, to); err != nil {
 		return nil, err
 	}
 	if opts.QueueLimit <= 0 {
@@ -105,7 +103,7 @@ func (s *Sender) Finish(ctx context.Context, request string, payload map[string]
 }
 
 func (s *Sender) enqueue(ctx context.Context, request string, payload map[string]any, last bool) error {
-	if err := checkName("request", request); err != nil {
+	if err := checkRequest(request, s.from); err != nil {
 		return err
 	}
 	chunk, err := newChunk(payload, last)
@@ -142,7 +140,7 @@ func (s *Sender) enqueue(ctx context.Context, request string, payload map[string
 	if last {
 		s.finished[request] = true
 	}
-	s.queue = append(s.queue, op{key: Key(request, s.from, n), chunk: chunk})
+	s.queue = append(s.queue, op{request: request, n: n, chunk: chunk})
 	s.mu.Unlock()
 	s.nudge()
 	return nil
@@ -261,10 +259,11 @@ func (s *Sender) run() {
 		}
 		if skip {
 			s.dropped.Add(1)
-		} else if _, _, err := s.t.Put(s.from, s.to, o.key, o.chunk); err != nil {
+		} else if _, _, err := s.t.Put(s.from, s.to, Key(o.request, s.from, o.n), o.chunk); err != nil {
 			s.mu.Lock()
 			if s.err == nil {
-				s.err = fmt.Errorf("stream: put %s: %w", o.key, err)
+				// The stream's one layer of context: what the caller sent.
+				s.err = fmt.Errorf("stream: request %q chunk %d: %w", o.request, o.n, err)
 			}
 			s.mu.Unlock()
 		} else {
