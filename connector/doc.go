@@ -50,9 +50,12 @@
 //
 // Errors are returned, never logged, and carry context once per layer: the
 // packages below name the operation and the file, the connector adds the
-// key ("connector: put \"k\": segment: ..."). Branch with errors.Is on
-// ErrClosed, ErrBadKey, ErrBadStage, ErrBadDescriptor and
-// ErrUnknownConnector. What is not an error of any call (a ring that cannot
+// operation and the key, a caller above what it alone knows:
+//
+//	connector: get "req-1_0_3": wire: corrupt msgpack: ...
+//
+// Branch with errors.Is on ErrClosed, ErrBadKey, ErrBadStage,
+// ErrBadDescriptor and ErrUnknownConnector. What is not an error of any call (a ring that cannot
 // be set up for an edge, which then falls back to segments; a missing
 // wakeup FIFO, which makes Recv poll; an unavailable watchdog) is logged
 // once to Options.Logger.

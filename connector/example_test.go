@@ -13,7 +13,7 @@ import (
 	"omnishm/tensor"
 )
 
-// Two stages of one deployment exchange a tensor tree through the host ring.
+// Two stages of one deployment exchange payloads through the host ring.
 // The zero Options are the defaults; each stage names itself and the
 // deployment's scope.
 func Example() {
@@ -29,35 +29,22 @@ func Example() {
 	}
 	defer consumer.Close()
 
+	// Put copies the payload: the source is the caller's again at once.
 	codes, _ := tensor.FromSlice([]int64{1, 2, 3})
 	_, desc, err := producer.Put("0", "1", "req-1_0_0", map[string]any{"codes": codes})
 	if err != nil {
 		log.Fatal(err)
 	}
-	codes.Data[0] = 99 // Put copied the payload: the source is ours again
+	codes.Data[0] = 99
+	// Get claims that publication, or misses; the payload is the caller's.
 	payload, _, ok, err := consumer.Get("0", "1", "req-1_0_0", &desc)
 	if err != nil || !ok {
 		log.Fatal(ok, err)
 	}
 	got, _ := tensor.Values[int64](payload.(map[string]any)["codes"].(*tensor.Tensor))
 	fmt.Println(desc.HostRing != nil, got)
-	// Output: true [1 2 3]
-}
 
-// A receiving stage blocks in Recv until a producer's put wakes it.
-func ExampleSHM_Recv() {
-	scope := fmt.Sprintf("example-recv-%d", os.Getpid())
-	producer, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer producer.Close()
-	consumer, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer consumer.Close()
-
+	// Recv blocks until a put wakes it (or ctx ends).
 	go func() {
 		if _, _, err := producer.Put("0", "1", "greeting", map[string]any{"text": "hello"}); err != nil {
 			log.Print(err)
@@ -65,12 +52,14 @@ func ExampleSHM_Recv() {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	payload, _, err := consumer.Recv(ctx, "0", "greeting")
+	payload, _, err = consumer.Recv(ctx, "0", "greeting")
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(payload.(map[string]any)["text"])
-	// Output: hello
+	// Output:
+	// true [1 2 3]
+	// hello
 }
 
 // A stage builds its connector from the deployment's configuration. New

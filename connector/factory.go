@@ -41,12 +41,9 @@ func New(c config.Connector) (Receiver, error) {
 }
 
 // OptionsFrom maps a validated configuration onto Options: host_ring_bytes
-// 0 is NoRing, a stage_id becomes StageID.
+// through RingBytes (0 is NoRing), stage_id onto StageID.
 func OptionsFrom(c config.Connector) Options {
-	o := Options{HostRingBytes: c.Extra.HostRingBytes, WakeupScope: c.Extra.WakeupScope}
-	if o.HostRingBytes == 0 {
-		o.HostRingBytes = NoRing
-	}
+	o := Options{HostRingBytes: RingBytes(c.Extra.HostRingBytes), WakeupScope: c.Extra.WakeupScope}
 	if c.Extra.StageID != config.NoStage {
 		o.StageID = Stage(strconv.Itoa(c.Extra.StageID))
 	}

@@ -31,7 +31,7 @@ func TestCancelWithoutReceiverAndExactPrefix(t *testing.T) {
 		conntest.MustGet(t, receiver, "0", "1", p+"10other", nil)
 		conntest.MustGet(t, receiver, "0", "1", other, nil)
 		for _, key := range []string{p + "0", p + "1"} {
-			if _, err := os.Stat("/dev/shm/" + key); !errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(scope.Path(key)); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("%s left behind", key)
 			}
 		}
@@ -62,7 +62,7 @@ func TestCloseIsIdempotentAndRemovesOwnedRing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, p := range []string{"/dev/shm/" + d.HostRing.Name, "/dev/shm/" + pending, "/dev/shm/shm_" + pending + "_lockfile.lock", sender.Names().RingDir()} {
+	for _, p := range []string{scope.Path(d.HostRing.Name), scope.Path(pending), scope.Path(scope.LockName(pending)), sender.Names().RingDir()} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s survives close: %v", p, err)
 		}

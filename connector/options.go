@@ -13,6 +13,17 @@ import (
 // takes the per-key path (what host_ring_bytes: 0 means in a configuration).
 const NoRing = -1
 
+// RingBytes maps a host_ring_bytes value as SPEC §9, configurations and
+// command-line flags write it (0 disables the ring) onto
+// Options.HostRingBytes, where 0 means the default: 0 becomes NoRing,
+// anything else is kept for Open to check.
+func RingBytes(hostRingBytes int) int {
+	if hostRingBytes == 0 {
+		return NoRing
+	}
+	return hostRingBytes
+}
+
 // Defaults of the zero Options' fields.
 const (
 	// DefaultPollInterval bounds the sleep between polls when no wakeup

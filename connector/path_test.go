@@ -16,6 +16,7 @@ import (
 	"omnishm/frame"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
+	"omnishm/scope"
 	"omnishm/tensor"
 	"omnishm/wire"
 )
@@ -28,14 +29,14 @@ func TestFallbackMissWhileLockHeldThenClaim(t *testing.T) {
 	if d.Shm == nil {
 		t.Fatalf("a 32 KiB tensor took %v on a 4 KiB ring", d)
 	}
-	holder := shmtest.HoldLock(t, "/dev/shm/shm_"+key+"_lockfile.lock")
+	holder := shmtest.HoldLock(t, scope.Path(scope.LockName(key)))
 	conntest.Missing(t, receiver, "0", "1", key, nil)
 	holder.Release(t)
 	if got := conntest.Int64s(t, conntest.MustGet(t, receiver, "0", "1", key, nil)); got[4095] != 4095 {
 		t.Fatalf("got %v", got[4095])
 	}
 	conntest.Missing(t, receiver, "0", "1", key, &d)
-	if _, err := os.Stat("/dev/shm/shm_" + key + "_lockfile.lock"); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(scope.Path(scope.LockName(key))); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("lock file left behind: %v", err)
 	}
 }
@@ -105,7 +106,7 @@ func TestReputAcrossRingAndFallbackAndStaleDescriptor(t *testing.T) {
 	if got := conntest.Int64s(t, conntest.MustGet(t, receiver, "0", "1", key, nil)); len(got) != 1 || got[0] != 66 {
 		t.Fatalf("got %v, want the ring version 66", got)
 	}
-	if _, err := os.Stat("/dev/shm/" + key); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(scope.Path(key)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("replaced segment left behind: %v", err)
 	}
 	conntest.Missing(t, receiver, "0", "1", key, nil)
@@ -187,7 +188,7 @@ func TestRingDescriptorNeverFallsBackToTheSegment(t *testing.T) {
 		t.Fatalf("took %v", d)
 	}
 	conntest.Missing(t, receiver, "0", "1", key, &small)
-	if _, err := os.Stat("/dev/shm/" + key); err != nil {
+	if _, err := os.Stat(scope.Path(key)); err != nil {
 		t.Fatalf("the descriptor's miss touched the segment: %v", err)
 	}
 	if got := conntest.CodesOf(t, conntest.MustGet(t, receiver, "0", "1", key, nil)); got[0] != 2 {
@@ -309,7 +310,7 @@ func TestRingSetupFailureKeepsConnectorUsable(t *testing.T) {
 	if h := sender.Health(); h.HostRingPuts != 0 || h.HostRingFallbacks != 2 {
 		t.Fatalf("health %+v", h)
 	}
-	if left, _ := filepath.Glob("/dev/shm/" + sender.Names().RingPrefix() + "*"); len(left) != 0 {
+	if left, _ := filepath.Glob(scope.Path(sender.Names().RingPrefix()) + "*"); len(left) != 0 {
 		t.Fatalf("the failed setup left %v", left)
 	}
 }

@@ -101,11 +101,11 @@ func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
 			}
 			if d.HostRing != nil {
 				// Readers never unlink a producer's allocation.
-				if _, err := os.Stat("/dev/shm/" + d.HostRing.Name); err != nil {
+				if _, err := os.Stat(scope.Path(d.HostRing.Name)); err != nil {
 					t.Fatal(err)
 				}
 			} else {
-				for _, p := range []string{"/dev/shm/" + key, "/dev/shm/shm_" + key + "_lockfile.lock"} {
+				for _, p := range []string{scope.Path(key), scope.Path(scope.LockName(key))} {
 					if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 						t.Fatalf("%s left after the claim: %v", p, err)
 					}
@@ -119,7 +119,7 @@ func TestDeadlineReceiveNeverWaitsForAnotherProcessRingLock(t *testing.T) {
 	for _, useDescriptor := range []bool{false, true} {
 		sender, receiver := conntest.Edge(t, 4096)
 		d := conntest.MustPut(t, sender, "0", "1", "locked", conntest.Codes(3, 0))
-		holder := shmtest.HoldLock(t, "/dev/shm/"+d.HostRing.Name)
+		holder := shmtest.HoldLock(t, scope.Path(d.HostRing.Name))
 		var desc *connector.Descriptor
 		if useDescriptor {
 			desc = &d
@@ -135,15 +135,9 @@ func TestDeadlineReceiveNeverWaitsForAnotherProcessRingLock(t *testing.T) {
 	}
 }
 
-// removeDeadFIFOs removes, when the test ends, the wakeup FIFO that a
-// producer child killed without Close leaves behind (as `omnishm prune` does).
-func removeDeadFIFOs(t *testing.T, s string) {
-	t.Cleanup(func() { os.RemoveAll(scope.New(s).WakeDir) })
-}
-
 func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 	s := shmtest.Scope(t)
-	removeDeadFIFOs(t, s)
+	conntest.RemoveAtEnd(t, scope.New(s))
 	p, old := startProducer(t, s, ring.DefaultCapacity, "restart", 1, 11)
 	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	// Attach the live ring without claiming its frame.
@@ -160,14 +154,14 @@ func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 		t.Fatalf("got %v: a dead producer's frame was delivered", got)
 	}
 	shmtest.Eventually(t, wait, "the watchdog to remove the dead producer's ring", func() bool {
-		_, err := os.Stat("/dev/shm/" + old.HostRing.Name)
+		_, err := os.Stat(scope.Path(old.HostRing.Name))
 		return errors.Is(err, os.ErrNotExist)
 	})
 }
 
 func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 	s := shmtest.Scope(t)
-	removeDeadFIFOs(t, s)
+	conntest.RemoveAtEnd(t, scope.New(s))
 	ringKey, bigKey := shmtest.Key("killed-ring"), shmtest.Key("killed-big")
 	p, ringDesc := startProducer(t, s, ring.DefaultCapacity, ringKey, 3, 0)
 	p.Send(t, "put "+bigKey+" 200000 0") // 1.6 MB: beyond a quarter of the ring
@@ -175,7 +169,7 @@ func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 	if err := json.Unmarshal([]byte(p.Line(t, wait)), &bigDesc); err != nil || bigDesc.Shm == nil || ringDesc.HostRing == nil {
 		t.Fatalf("descriptors %v %v %v", ringDesc, bigDesc, err)
 	}
-	files := []string{"/dev/shm/" + ringDesc.HostRing.Name, "/dev/shm/" + bigKey}
+	files := []string{scope.Path(ringDesc.HostRing.Name), scope.Path(bigKey)}
 	for _, f := range files {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatal(err)
@@ -194,7 +188,7 @@ func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 	// receiver prunes the marker; remove the lock file as a sweep would.
 	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	conntest.Missing(t, receiver, "0", "1", ringKey, nil)
-	os.Remove("/dev/shm/shm_" + bigKey + "_lockfile.lock")
+	os.Remove(scope.Path(scope.LockName(bigKey)))
 	receiver.Close()
 	if left, _ := filepath.Glob(receiver.Names().RingDir() + "/*"); len(left) > 0 {
 		t.Fatalf("markers left: %v", left)

@@ -12,6 +12,7 @@ import (
 	"omnishm/connector"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
+	"omnishm/scope"
 )
 
 // Many goroutines put, get, clean up and close one connector while a second
@@ -173,7 +174,7 @@ func TestConcurrentPutGetCleanupClose(t *testing.T) {
 		if put == 0 || claims > 1 || claims == 1 && st[i].retired.Load() {
 			t.Errorf("key %d: put %d, %d claims, retired %v", i, put, claims, st[i].retired.Load())
 		}
-		for _, f := range []string{"/dev/shm/" + keys[i], "/dev/shm/shm_" + keys[i] + "_lockfile.lock"} {
+		for _, f := range []string{scope.Path(keys[i]), scope.Path(scope.LockName(keys[i]))} {
 			if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s left after Close: %v", f, err)
 			}

@@ -125,7 +125,7 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 
 	checkMode(t, names.RingDir(), os.ModeDir|0o700)
 	for _, ring := range []string{pyRing, goRing} {
-		checkMode(t, shmPath(ring), 0o600)
+		checkMode(t, scope.Path(ring), 0o600)
 		checkMode(t, filepath.Join(names.RingDir(), ring), 0o600)
 	}
 
@@ -147,7 +147,7 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 	if err := sender.Close(); err != nil {
 		t.Fatal(err)
 	}
-	absent(t, shmPath(goRing), filepath.Join(names.RingDir(), goRing))
+	absent(t, scope.Path(goRing), filepath.Join(names.RingDir(), goRing))
 	if got := markers(t, s); len(got) != 1 || got[0] != pyRing {
 		t.Fatalf("markers after the Go producer closed: %v, want [%s]", got, pyRing)
 	}
@@ -156,7 +156,7 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 		t.Fatal(l)
 	}
 	py.exit(t)
-	absent(t, shmPath(pyRing), names.RingDir())
+	absent(t, scope.Path(pyRing), names.RingDir())
 }
 
 func checkMode(t *testing.T, path string, want os.FileMode) {

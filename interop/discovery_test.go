@@ -134,7 +134,7 @@ func TestGoReceiverFollowsPythonProducers(t *testing.T) {
 
 func inspect(t *testing.T, name string) ring.Info {
 	t.Helper()
-	info, err := ring.Inspect(shmPath(name))
+	info, err := ring.Inspect(scope.Path(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestPythonChecksGoCreatorStart(t *testing.T) {
 	if err != nil || d1.HostRing == nil {
 		t.Fatalf("put: %v %v", d1, err)
 	}
-	path := shmPath(d1.HostRing.Name)
+	path := scope.Path(d1.HostRing.Name)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

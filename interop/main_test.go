@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -222,21 +221,6 @@ func waitAbsent(t *testing.T, what string, paths ...string) {
 	})
 }
 
-// removeScopeAfterCrash removes, when the test ends, what a producer that
-// died without close leaves in scope s: markers, the ring directory and
-// rings (`omnishm prune` does this in a deployment).
-func removeScopeAfterCrash(t *testing.T, s string) {
-	t.Cleanup(func() { removeNames(scope.New(s)) })
-}
-
-func removeNames(n scope.Names) {
-	os.RemoveAll(n.RingDir())
-	rings, _ := filepath.Glob(filepath.Join(scope.ShmDir, n.RingPrefix()+"*"))
-	for _, r := range rings {
-		os.Remove(r)
-	}
-}
-
 // markers lists the marker files of scope s.
 func markers(t *testing.T, s string) []string {
 	t.Helper()
@@ -254,6 +238,4 @@ func markers(t *testing.T, s string) []string {
 	return names
 }
 
-func shmPath(name string) string { return filepath.Join(scope.ShmDir, name) }
-
-func lockPath(key string) string { return shmPath("shm_" + key + "_lockfile.lock") }
+func lockPath(key string) string { return scope.Path(scope.LockName(key)) }

@@ -85,7 +85,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 	}
 
 	// Go marked the Python frames done (state byte at offset 9).
-	info, err := ring.Inspect(shmPath(ringName))
+	info, err := ring.Inspect(scope.Path(ringName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 		t.Fatal(l)
 	}
 	py.exit(t)
-	absent(t, shmPath(ringName), scope.New(s).RingDir())
+	absent(t, scope.Path(ringName), scope.New(s).RingDir())
 }
 
 // A Go producer's rings are read by the seed's Python receiver: discovery of
@@ -229,7 +229,7 @@ func TestStaleDescriptor(t *testing.T) {
 // to a Go receiver, whether it had attached the ring before the death or not.
 func TestDeadPythonProducer(t *testing.T) {
 	s := shmtest.Scope(t)
-	removeScopeAfterCrash(t, s)
+	conntest.RemoveAtEnd(t, scope.New(s))
 	alive, dead := shmtest.Key("alive"), shmtest.Key("dead")
 	py := startPeer(t, "put", s, "0", "1",
 		alive, "0", hexFile(t, plainBytes(t, plainPayload(1, false))),
@@ -260,7 +260,7 @@ func TestDeadPythonProducer(t *testing.T) {
 // and prunes the marker.
 func TestKilledGoProducer(t *testing.T) {
 	s := shmtest.Scope(t)
-	removeScopeAfterCrash(t, s)
+	conntest.RemoveAtEnd(t, scope.New(s))
 	alive, dead := shmtest.Key("alive"), shmtest.Key("dead")
 	p := shmtest.Start(t, "goproducer", s, alive, dead)
 	aliveDesc := parseDesc(t, p.Line(t, wait), alive)
@@ -291,7 +291,7 @@ func TestKilledGoProducer(t *testing.T) {
 	// Discovery pruned the marker, and the Python receiver's close removed
 	// the then empty ring directory.
 	absent(t, scope.New(s).RingDir())
-	waitAbsent(t, "the watchdog to remove the killed producer's ring", shmPath(deadDesc.HostRing.Name))
+	waitAbsent(t, "the watchdog to remove the killed producer's ring", scope.Path(deadDesc.HostRing.Name))
 }
 
 // Without a wakeup scope both implementations key their names by the parent
@@ -299,7 +299,7 @@ func TestKilledGoProducer(t *testing.T) {
 // parent (this test) meet in the same ring directory.
 func TestNoScopeMeansTheParentPid(t *testing.T) {
 	names := scope.ForUID(os.Getuid(), "", os.Getpid())
-	t.Cleanup(func() { removeNames(names) })
+	conntest.RemoveAtEnd(t, names)
 	key := shmtest.Key("noscope")
 	p := shmtest.Start(t, "goproducer", "", key)
 	d := parseDesc(t, p.Line(t, wait), key)
@@ -315,5 +315,5 @@ func TestNoScopeMeansTheParentPid(t *testing.T) {
 	if err := p.Wait(t, wait); err != nil {
 		t.Fatal(err)
 	}
-	absent(t, shmPath(d.HostRing.Name), names.RingDir())
+	absent(t, scope.Path(d.HostRing.Name), names.RingDir())
 }

@@ -7,6 +7,7 @@ import (
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
+	"omnishm/scope"
 	"omnishm/tensor"
 	"omnishm/wire"
 )
@@ -54,7 +55,7 @@ func TestGoSegmentToPython(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkTree(t, key, c.want, got)
-			absent(t, shmPath(key), lockPath(key))
+			absent(t, scope.Path(key), lockPath(key))
 			missing(t, receiver, key, nil)
 			missing(t, receiver, key, &d)
 		})
@@ -107,7 +108,7 @@ func TestPythonSegmentToGo(t *testing.T) {
 				t.Fatalf("size %d, want the payload's %d", size, len(data))
 			}
 			checkTree(t, key, want, got)
-			absent(t, shmPath(key), lockPath(key))
+			absent(t, scope.Path(key), lockPath(key))
 			missing(t, receiver, key, nil)
 			if r, _ := parseReceived(t, runPeer(t, "segget", key, "--timeout", "0")); r != nil {
 				t.Fatalf("Python claimed it again: %+v", r)
@@ -117,7 +118,7 @@ func TestPythonSegmentToGo(t *testing.T) {
 				t.Fatal(l)
 			}
 			py.exit(t)
-			absent(t, shmPath(key), lockPath(key))
+			absent(t, scope.Path(key), lockPath(key))
 		})
 	}
 }

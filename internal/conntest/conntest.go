@@ -5,11 +5,15 @@
 package conntest
 
 import (
+	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"omnishm/connector"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
+	"omnishm/scope"
 	"omnishm/tensor"
 )
 
@@ -105,4 +109,28 @@ func CodesOf(tb testing.TB, payload any) []int64 {
 		tb.Fatalf("want a map, got %T", payload)
 	}
 	return Int64s(tb, m["codes"])
+}
+
+// RemoveAtEnd removes, when the test ends, what producers of names that were
+// killed without Close may leave: their rings, the ring directory with its
+// markers, the wake directory with its FIFOs, and the segments and lock
+// files of keys starting with one of keyPrefixes (`omnishm prune` does this
+// in a deployment; the crash watchdog may have removed some already). Call
+// it before opening the test's connectors, so it runs after they close.
+func RemoveAtEnd(tb testing.TB, names scope.Names, keyPrefixes ...string) {
+	tb.Cleanup(func() {
+		os.RemoveAll(names.RingDir())
+		os.RemoveAll(names.WakeDir)
+		entries, _ := os.ReadDir(scope.ShmDir)
+		for _, e := range entries {
+			n := e.Name()
+			key, isLock := scope.LockKey(n)
+			if !isLock {
+				key = n
+			}
+			if strings.HasPrefix(n, names.RingPrefix()) || slices.ContainsFunc(keyPrefixes, func(p string) bool { return strings.HasPrefix(key, p) }) {
+				os.Remove(scope.Path(n))
+			}
+		}
+	})
 }
