@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -284,7 +282,7 @@ func TestSenderGoneWhenKilled(t *testing.T) {
 		t.Run(rc.Name, func(t *testing.T) {
 			sc := shmtest.Scope(t)
 			req := shmtest.Key("req")
-			t.Cleanup(func() { removeScope(sc, req) }) // runs last
+			conntest.RemoveAtEnd(t, scope.New(sc), req) // runs last
 			recv := conntest.Open(t, sc, "1", rc.Bytes)
 			p := shmtest.Start(t, "stall", sc, strconv.Itoa(rc.Bytes), req, "3")
 			if l := p.Line(t, wait); l != "sent" {
@@ -308,20 +306,4 @@ func TestSenderGoneWhenKilled(t *testing.T) {
 			}
 		})
 	}
-}
-
-// removeScope removes what a SIGKILLed producer of scope sc could not: its
-// rings, markers, FIFO and the request's segments. The crash watchdog may
-// have removed them already.
-func removeScope(sc, req string) {
-	names := scope.New(sc)
-	entries, _ := os.ReadDir(scope.ShmDir)
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasPrefix(n, names.RingPrefix()) || strings.HasPrefix(n, req) || strings.HasPrefix(n, "shm_"+req) {
-			os.Remove(filepath.Join(scope.ShmDir, n))
-		}
-	}
-	os.RemoveAll(names.RingDir())
-	os.RemoveAll(names.WakeDir)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"omnishm/connector"
@@ -54,12 +53,9 @@ type Reader struct {
 	next     int
 	done     bool
 	deadline time.Time // of the progress timeout; zero before the first Next
+	gone     error     // the ErrSenderGone of the sender's exit, returned again
 
-	sender     *proc.Handle    // the sender's pidfd, when Sender is set and pidfds work
-	exited     context.Context // done once the sender has exited; nil when not watched
-	markExited context.CancelFunc
-	closeOnce  sync.Once
-	closed     chan struct{}
+	sender *exitWatch // nil without ReaderOptions.Sender, or once closed
 }
 
 // NewReader returns a Reader of request's chunks on edge from->to over t.
@@ -67,7 +63,8 @@ type Reader struct {
 // wakeup (SPEC §8), and t must receive as stage to; otherwise Next polls
 // with a bounded backoff. Bad stages wrap connector.ErrBadStage, a bad
 // request ErrBadRequest. t stays the caller's. With opts.Sender set the
-// Reader holds a pidfd of the sender until the stream ends or Close.
+// Reader watches the sender (through a pidfd that all readers of that
+// process share) until the stream ends or Close.
 func NewReader(t connector.Transport, from, to, request string, opts ReaderOptions) (*Reader, error) {
 	if err := checkEdge(from, to); err != nil {
 		return nil, err
@@ -75,7 +72,7 @@ func NewReader(t connector.Transport, from, to, request string, opts ReaderOptio
 	if err := checkRequest(request, from); err != nil {
 		return nil, err
 	}
-	r := &Reader{t: t, from: from, to: to, request: request, opts: opts, closed: make(chan struct{})}
+	r := &Reader{t: t, from: from, to: to, request: request, opts: opts}
 	if recv, ok := t.(connector.Receiver); ok {
 		if recv.Stage() != connector.Stage(to) {
 			return nil, fmt.Errorf("stream: reader of edge %s->%s: %w: the transport receives as stage %q", from, to, connector.ErrBadStage, recv.Stage())
@@ -91,48 +88,22 @@ func NewReader(t connector.Transport, from, to, request string, opts ReaderOptio
 	if r.opts.MaxBackoff <= 0 {
 		r.opts.MaxBackoff = DefaultMaxBackoff
 	}
-	r.watchSender()
+	if opts.Sender != (proc.ID{}) {
+		r.sender = watchExit(opts.Sender)
+	}
 	return r, nil
 }
 
-// watchSender opens a pidfd of opts.Sender, so a waiting Next learns of
-// its exit at once. Without pidfds, senderExited compares start times.
-func (r *Reader) watchSender() {
-	if r.opts.Sender == (proc.ID{}) {
-		return
-	}
-	h, err := proc.Open(r.opts.Sender)
-	if err != nil && !errors.Is(err, proc.ErrNoProcess) {
-		return // no pidfds: senderExited asks proc.Check
-	}
-	r.exited, r.markExited = context.WithCancel(context.Background())
-	if err != nil {
-		r.markExited() // exited before we looked
-		return
-	}
-	r.sender = h
-	go func() {
-		select {
-		case <-h.Done():
-			r.markExited()
-		case <-r.closed:
-		}
-	}()
-}
-
-// Close releases the pidfd the Reader holds of its sender; Next does so
-// itself once the stream has ended. It does not touch the transport, and
-// unread chunks stay published (the sender's Release retires them).
-// Close is idempotent.
+// Close stops watching the sender (Next does so itself once the stream has
+// ended); a later Next then only has the progress timeout. Close does not
+// touch the transport, and unread chunks stay published (the sender's
+// Release retires them). It is idempotent.
 func (r *Reader) Close() error {
-	var err error
-	r.closeOnce.Do(func() {
-		close(r.closed)
-		if r.sender != nil {
-			err = r.sender.Close()
-		}
-	})
-	return err
+	if r.sender != nil {
+		r.sender.release()
+		r.sender = nil
+	}
+	return nil
 }
 
 // Received is the number of chunks Next has returned.
@@ -141,10 +112,14 @@ func (r *Reader) Received() int { return r.next }
 // Next returns the request's next chunk, which the caller owns. After the
 // chunk marked finished it returns io.EOF. It returns ctx.Err() when ctx
 // ends, ErrSenderGone when the sender exited or made no progress within
-// the timeout, and ErrBadChunk for a chunk that is not a map.
+// the timeout (after an exit, from then on), and ErrBadChunk for a chunk
+// that is not a map.
 func (r *Reader) Next(ctx context.Context) (map[string]any, error) {
 	if r.done {
 		return nil, io.EOF
+	}
+	if r.gone != nil {
+		return nil, r.gone
 	}
 	if r.deadline.IsZero() {
 		r.deadline = time.Now().Add(r.opts.ProgressTimeout)
@@ -159,7 +134,7 @@ func (r *Reader) Next(ctx context.Context) (map[string]any, error) {
 		if ok {
 			return r.accept(key, payload)
 		}
-		why := r.senderGone()
+		why, exited := r.senderGone()
 		if why == "" {
 			continue
 		}
@@ -171,8 +146,13 @@ func (r *Reader) Next(ctx context.Context) (map[string]any, error) {
 		if ok {
 			return r.accept(key, payload)
 		}
-		r.Close()
-		return nil, fmt.Errorf("%w: request %q chunk %d: %s", ErrSenderGone, r.request, r.next, why)
+		err = fmt.Errorf("%w: request %q chunk %d: %s", ErrSenderGone, r.request, r.next, why)
+		if exited {
+			// Final: its chunks are published in order, so none can follow.
+			r.Close()
+			r.gone = err
+		}
+		return nil, err
 	}
 }
 
@@ -199,8 +179,8 @@ func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (
 	if r.recv != nil {
 		sub, cancel := context.WithTimeout(ctx, min(r.opts.CheckInterval, time.Until(r.deadline)))
 		defer cancel()
-		if r.exited != nil {
-			defer context.AfterFunc(r.exited, cancel)()
+		if exited := r.exited(); exited != nil {
+			defer context.AfterFunc(exited, cancel)()
 		}
 		payload, _, err := r.recv.Recv(sub, r.from, key)
 		switch {
@@ -218,8 +198,8 @@ func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (
 		return payload, ok, err
 	}
 	var exited <-chan struct{} // nil, so never ready, when not watched
-	if r.exited != nil {
-		exited = r.exited.Done()
+	if ctx := r.exited(); ctx != nil {
+		exited = ctx.Done()
 	}
 	timer := time.NewTimer(min(*backoff, time.Until(r.deadline)))
 	defer timer.Stop()
@@ -247,23 +227,24 @@ func (r *Reader) wrap(err error) error {
 }
 
 // senderGone says why the wait should end ("" while it should go on): the
-// sender exited or the progress deadline passed.
-func (r *Reader) senderGone() string {
+// sender exited, or the progress deadline passed.
+func (r *Reader) senderGone() (why string, exited bool) {
 	if r.senderExited() {
-		return fmt.Sprintf("sender process %v is dead", r.opts.Sender)
+		return fmt.Sprintf("sender process %v is dead", r.opts.Sender), true
 	}
 	if !time.Now().Before(r.deadline) {
-		return fmt.Sprintf("no chunk within %v", r.opts.ProgressTimeout)
+		return fmt.Sprintf("no chunk within %v", r.opts.ProgressTimeout), false
 	}
-	return ""
+	return "", false
 }
 
-func (r *Reader) senderExited() bool {
-	switch {
-	case r.exited != nil:
-		return r.exited.Err() != nil
-	case r.opts.Sender != (proc.ID{}):
-		return proc.Check(r.opts.Sender) == proc.Dead
+// exited is done once the sender has exited, nil while that cannot be
+// waited for (no sender, no pidfds, or the Reader closed).
+func (r *Reader) exited() context.Context {
+	if r.sender == nil {
+		return nil
 	}
-	return false
+	return r.sender.exited
 }
+
+func (r *Reader) senderExited() bool { return r.sender != nil && r.sender.gone() }

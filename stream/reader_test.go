@@ -47,6 +47,9 @@ func TestReaderSenderGone(t *testing.T) {
 			if _, err := rd.Next(ctx); !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), "dead") {
 				t.Fatalf("dead sender: %v", err)
 			}
+			if _, err := rd.Next(ctx); !errors.Is(err, ErrSenderGone) {
+				t.Fatalf("after the sender's exit: %v", err)
+			}
 			quiet := mustReader(t, tr, "q", ReaderOptions{ProgressTimeout: 20 * time.Millisecond})
 			if _, err := quiet.Next(ctx); !errors.Is(err, ErrSenderGone) {
 				t.Fatalf("silent sender: %v", err)
@@ -71,5 +74,30 @@ func TestReaderBadChunk(t *testing.T) {
 	m.Put("0", "1", Key("r", "0", 0), []byte("x"))
 	if _, err := mustReader(t, m, "r", ReaderOptions{}).Next(context.Background()); !errors.Is(err, ErrBadChunk) {
 		t.Fatalf("non-map chunk: %v", err)
+	}
+}
+
+// Readers of one sender share one watch of it (one pidfd however many
+// requests a stage reads); the last Close releases it.
+func TestReadersOfOneSenderShareOneWatch(t *testing.T) {
+	self, err := proc.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMem()
+	a := mustReader(t, m, "a", ReaderOptions{Sender: self})
+	b := mustReader(t, m, "b", ReaderOptions{Sender: self})
+	if a.sender == nil || a.sender != b.sender || a.sender.refs != 2 {
+		t.Fatalf("watches %p %p", a.sender, b.sender)
+	}
+	held := func() bool { watchesMu.Lock(); defer watchesMu.Unlock(); return watches[self] != nil }
+	a.Close()
+	a.Close()
+	if !held() {
+		t.Fatal("the watch was released while a reader holds it")
+	}
+	b.Close()
+	if held() {
+		t.Fatal("the watch outlives its readers")
 	}
 }
