@@ -90,7 +90,9 @@ func (c *SHM) track(path string) {
 func (c *SHM) forget(path string) { watchdog.Default().Forget(path) }
 
 // Put implements Transport. The payload is copied (into the ring or a
-// segment) before Put returns.
+// segment) before Put returns. The error wraps ErrBadKey for a key that
+// cannot name a publication (nothing was touched) and ErrClosed once the
+// connector is closed.
 func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 	if c.closed.Load() {
 		return 0, Descriptor{}, ErrClosed
@@ -208,7 +210,10 @@ func decodeRing(kind ring.Kind, payload []byte) (any, error) {
 
 // Get implements Transport. Without a descriptor it tries the edge's rings,
 // then discovery, then the per-key segment; with a ring descriptor it reads
-// only that publication (SPEC §9).
+// only that publication (SPEC §9). The payload is the caller's: it was
+// decoded into memory of its own. The error wraps ErrBadKey, ErrBadDescriptor
+// (a descriptor naming no publication of this protocol) or ErrClosed where
+// those apply.
 func (c *SHM) Get(from, to, key string, desc *Descriptor) (any, int, bool, error) {
 	if c.closed.Load() {
 		return nil, 0, false, ErrClosed

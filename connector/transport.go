@@ -10,8 +10,9 @@ import (
 )
 
 // Transport is what a stage uses to move payloads between stages. Every
-// connector implements it. Stage arguments come first and in edge order
-// (from, to), then the key, then the optional descriptor.
+// connector implements it. Arguments come in one order across the API: the
+// context where there is one, the edge (from, to), the key, the optional
+// descriptor.
 type Transport interface {
 	// Put publishes payload under key on edge from->to. The payload is copied
 	// before Put returns, so the caller may reuse its buffers at once.

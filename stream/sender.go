@@ -64,8 +64,8 @@ type op struct {
 	release chan int
 }
 
-// NewSender starts a Sender of edge from->to over t. t stays the caller's:
-// Close does not close it. Close the Sender before the transport, and keep
+// NewSender starts a Sender of edge from->to over t; bad stages wrap
+// connector.ErrBadStage. t stays the caller's: Close does not close it. Close the Sender before the transport, and keep
 // the transport open until the receivers have drained (closing a connector
 // retires its unclaimed publications, SPEC §9).
 func NewSender(t connector.Transport, from, to string, opts SenderOptions) (*Sender, error) {
@@ -91,7 +91,8 @@ func NewSender(t connector.Transport, from, to string, opts SenderOptions) (*Sen
 // Send enqueues the next chunk of request, with meta.finished false. It
 // blocks while the queue is full (until there is room, ctx ends or the
 // Sender is closed) unless FailWhenFull is set. It returns the first put
-// error of the Sender, if any, instead of enqueueing.
+// error of the Sender, if any, instead of enqueueing, and ErrBadRequest for
+// a request id that cannot make a chunk key.
 func (s *Sender) Send(ctx context.Context, request string, payload map[string]any) error {
 	return s.enqueue(ctx, request, payload, false)
 }
