@@ -119,10 +119,7 @@ func (r *runner) transport(m mode, transport string) ([]Result, error) {
 // open opens a connector for a bench transport as stage (the producer:
 // none).
 func open(scope string, ringBytes int, transport, stage string) (*connector.SHM, error) {
-	opts := connector.DefaultOptions()
-	opts.StageID = stage
-	opts.WakeupScope = scope
-	opts.HostRingBytes = 0
+	opts := connector.Options{StageID: connector.Stage(stage), WakeupScope: scope, HostRingBytes: connector.NoRing}
 	if transport == Ring {
 		opts.HostRingBytes = ringBytes
 	}

@@ -1,8 +1,10 @@
-package connector
+package connector_test
 
 import (
 	"testing"
 
+	"omnishm/connector"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 )
@@ -19,10 +21,10 @@ func BenchmarkPutGetPair(b *testing.B) {
 		name      string
 		ringBytes int
 		payload   any
-	}{{"ring", ring.DefaultCapacity, codes(56, 0)}, {"ring-plain", ring.DefaultCapacity, map[string]any{"ids": ids}}, {"perkey", 0, codes(56, 0)}} {
+	}{{"ring", ring.DefaultCapacity, conntest.Codes(56, 0)}, {"ring-plain", ring.DefaultCapacity, map[string]any{"ids": ids}}, {"perkey", connector.NoRing, conntest.Codes(56, 0)}} {
 		b.Run(tc.name, func(b *testing.B) {
 			s := shmtest.Scope(b)
-			c := openB(b, s, "1", tc.ringBytes)
+			c := conntest.Open(b, s, "1", tc.ringBytes)
 			payload := tc.payload
 			key := shmtest.Key("pair")
 			b.ReportAllocs()
@@ -42,8 +44,8 @@ func BenchmarkPutGetPair(b *testing.B) {
 // ring part takes no lock, scan or syscall; the per-key check is one stat.
 func BenchmarkGetMiss(b *testing.B) {
 	s := shmtest.Scope(b)
-	sender, receiver := openB(b, s, "0", ring.DefaultCapacity), openB(b, s, "1", ring.DefaultCapacity)
-	if _, _, err := sender.Put("0", "1", "prime", codes(3, 0)); err != nil {
+	sender, receiver := conntest.Open(b, s, "0", ring.DefaultCapacity), conntest.Open(b, s, "1", ring.DefaultCapacity)
+	if _, _, err := sender.Put("0", "1", "prime", conntest.Codes(3, 0)); err != nil {
 		b.Fatal(err)
 	}
 	if _, _, ok, _ := receiver.Get("0", "1", "prime", nil); !ok {
@@ -55,15 +57,4 @@ func BenchmarkGetMiss(b *testing.B) {
 			b.Fatal(ok, err)
 		}
 	}
-}
-
-func openB(b *testing.B, scope, stage string, ringBytes int) *SHM {
-	o := DefaultOptions()
-	o.WakeupScope, o.StageID, o.HostRingBytes = scope, stage, ringBytes
-	c, err := Open(o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	return c
 }

@@ -1,41 +1,107 @@
 package connector_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log"
+	"os"
+	"time"
 
+	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/tensor"
 )
 
-// Two stages of one deployment exchange a tensor tree through the host ring.
+// Two stages of one deployment exchange payloads through the host ring.
+// The zero Options are the defaults; each stage names itself and the
+// deployment's scope.
 func Example() {
-	opts := connector.DefaultOptions()
-	opts.WakeupScope = "example-deployment"
-
-	opts.StageID = "0"
-	producer, err := connector.Open(opts)
+	scope := fmt.Sprintf("example-%d", os.Getpid())
+	producer, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer producer.Close()
-	opts.StageID = "1"
-	consumer, err := connector.Open(opts)
+	consumer, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer consumer.Close()
 
+	// Put copies the payload: the source is the caller's again at once.
 	codes, _ := tensor.FromSlice([]int64{1, 2, 3})
 	_, desc, err := producer.Put("0", "1", "req-1_0_0", map[string]any{"codes": codes})
 	if err != nil {
 		log.Fatal(err)
 	}
+	codes.Data[0] = 99
+	// Get claims that publication, or misses; the payload is the caller's.
 	payload, _, ok, err := consumer.Get("0", "1", "req-1_0_0", &desc)
 	if err != nil || !ok {
 		log.Fatal(ok, err)
 	}
 	got, _ := tensor.Values[int64](payload.(map[string]any)["codes"].(*tensor.Tensor))
 	fmt.Println(desc.HostRing != nil, got)
-	// Output: true [1 2 3]
+
+	// Recv blocks until a put wakes it (or ctx ends).
+	go func() {
+		if _, _, err := producer.Put("0", "1", "greeting", map[string]any{"text": "hello"}); err != nil {
+			log.Print(err)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	payload, _, err = consumer.Recv(ctx, "0", "greeting")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(payload.(map[string]any)["text"])
+	// Output:
+	// true [1 2 3]
+	// hello
+}
+
+// A stage builds its connector from the deployment's configuration. New
+// returns a Receiver: no type assertion is needed to Recv. host_ring_bytes
+// 0 would mean per-key segments only.
+func ExampleNew() {
+	cfg, err := config.Parse([]byte(`
+connectors:
+  shm:
+    name: SharedMemoryConnector
+    extra:
+      host_ring_bytes: 1048576
+      wakeup_scope: example-config
+      stage_id: 2
+`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := connector.New(cfg.Connectors["shm"])
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Println("receives as stage", c.Stage())
+	// Output: receives as stage 2
+}
+
+// Malformed stage ids and keys are refused before anything is created.
+func ExampleOpen_errors() {
+	_, err := connector.Open(connector.Options{StageID: "talker"})
+	fmt.Println(errors.Is(err, connector.ErrBadStage))
+
+	c, err := connector.Open(connector.Options{HostRingBytes: connector.NoRing})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	_, _, err = c.Put("0", "1", "../etc/passwd", "x")
+	fmt.Println(errors.Is(err, connector.ErrBadKey))
+	fmt.Println(err)
+	// Output:
+	// true
+	// true
+	// connector: put: bad key "../etc/passwd": contains '/'
 }

@@ -1,15 +1,18 @@
-package connector
+package connector_test
 
 import (
 	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"omnishm/connector"
 	"omnishm/descriptor"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/scope"
@@ -17,9 +20,9 @@ import (
 
 const wait = 20 * time.Second
 
-func startProducer(t *testing.T, scope string, ringBytes int, key string, n, start int) (*shmtest.Proc, *Descriptor) {
+func startProducer(t *testing.T, scope string, ringBytes int, key string, n, start int) (*shmtest.Proc, *connector.Descriptor) {
 	t.Helper()
-	p := shmtest.Start(t, "producer", scope, itoa(ringBytes), key, itoa(n), itoa(start))
+	p := shmtest.Start(t, "producer", scope, strconv.Itoa(ringBytes), key, strconv.Itoa(n), strconv.Itoa(start))
 	d, err := descriptor.Parse([]byte(p.Line(t, wait)), key)
 	if err != nil {
 		t.Fatal(err)
@@ -28,29 +31,29 @@ func startProducer(t *testing.T, scope string, ringBytes int, key string, n, sta
 }
 
 func TestCrossProcessPutAndGet(t *testing.T) {
-	for _, ringBytes := range []int{ring.DefaultCapacity, 0} {
-		t.Run("ring="+itoa(ringBytes), func(t *testing.T) {
+	for _, ringBytes := range []int{ring.DefaultCapacity, connector.NoRing} {
+		t.Run("ring="+strconv.Itoa(ringBytes), func(t *testing.T) {
 			s := shmtest.Scope(t)
 			key := shmtest.Key("xproc")
 			p, d := startProducer(t, s, ringBytes, key, 56, 100)
 			if (d.HostRing != nil) != (ringBytes > 0) {
 				t.Fatalf("descriptor %v with ring bytes %d", d, ringBytes)
 			}
-			receiver := open(t, s, "1", ringBytes)
-			got := int64s(t, mustGet(t, receiver, "0", "1", key, nil).(map[string]any)["codes"])
+			receiver := conntest.Open(t, s, "1", ringBytes)
+			got := conntest.CodesOf(t, conntest.MustGet(t, receiver, "0", "1", key, nil))
 			if len(got) != 56 || got[0] != 100 || got[55] != 155 {
 				t.Fatalf("got %v", got)
 			}
-			missing(t, receiver, "0", "1", key, nil)
+			conntest.Missing(t, receiver, "0", "1", key, nil)
 			p.Send(t, "close")
 			if l := p.Line(t, wait); l != "closed" {
 				t.Fatal(l)
 			}
 
 			// And the other way round: the parent produces, a child receives.
-			sender := open(t, s, "0", ringBytes)
+			sender := conntest.Open(t, s, "0", ringBytes)
 			key2 := shmtest.Key("xproc-back")
-			mustPut(t, sender, "0", "1", key2, codes(5, 7))
+			conntest.MustPut(t, sender, "0", "1", key2, conntest.Codes(5, 7))
 			r := shmtest.Start(t, "receiver", s, key2)
 			r.Line(t, wait)
 			r.Send(t, "go")
@@ -65,12 +68,12 @@ func TestCrossProcessPutAndGet(t *testing.T) {
 }
 
 func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
-	for _, ringBytes := range []int{ring.DefaultCapacity, 0} {
-		t.Run("ring="+itoa(ringBytes), func(t *testing.T) {
+	for _, ringBytes := range []int{ring.DefaultCapacity, connector.NoRing} {
+		t.Run("ring="+strconv.Itoa(ringBytes), func(t *testing.T) {
 			s := shmtest.Scope(t)
-			sender := open(t, s, "0", ringBytes)
+			sender := conntest.Open(t, s, "0", ringBytes)
 			key := shmtest.Key("shared")
-			d := mustPut(t, sender, "0", "1", key, codes(56, 0))
+			d := conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(56, 0))
 			readers := []*shmtest.Proc{shmtest.Start(t, "receiver", s, key), shmtest.Start(t, "receiver", s, key)}
 			for _, r := range readers {
 				r.Line(t, wait)
@@ -98,11 +101,11 @@ func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
 			}
 			if d.HostRing != nil {
 				// Readers never unlink a producer's allocation.
-				if _, err := os.Stat("/dev/shm/" + d.HostRing.Name); err != nil {
+				if _, err := os.Stat(scope.Path(d.HostRing.Name)); err != nil {
 					t.Fatal(err)
 				}
 			} else {
-				for _, p := range []string{"/dev/shm/" + key, "/dev/shm/shm_" + key + "_lockfile.lock"} {
+				for _, p := range []string{scope.Path(key), scope.Path(scope.LockName(key))} {
 					if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 						t.Fatalf("%s left after the claim: %v", p, err)
 					}
@@ -114,10 +117,10 @@ func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
 
 func TestDeadlineReceiveNeverWaitsForAnotherProcessRingLock(t *testing.T) {
 	for _, useDescriptor := range []bool{false, true} {
-		sender, receiver := openEdge(t, 4096)
-		d := mustPut(t, sender, "0", "1", "locked", codes(3, 0))
-		holder := shmtest.HoldLock(t, "/dev/shm/"+d.HostRing.Name)
-		var desc *Descriptor
+		sender, receiver := conntest.Edge(t, 4096)
+		d := conntest.MustPut(t, sender, "0", "1", "locked", conntest.Codes(3, 0))
+		holder := shmtest.HoldLock(t, scope.Path(d.HostRing.Name))
+		var desc *connector.Descriptor
 		if useDescriptor {
 			desc = &d
 		}
@@ -126,53 +129,47 @@ func TestDeadlineReceiveNeverWaitsForAnotherProcessRingLock(t *testing.T) {
 			t.Fatalf("got ok=%v err=%v under another process's lock", ok, err)
 		}
 		holder.Release(t)
-		if got := int64s(t, mustGet(t, receiver, "0", "1", "locked", desc).(map[string]any)["codes"]); len(got) != 3 {
+		if got := conntest.CodesOf(t, conntest.MustGet(t, receiver, "0", "1", "locked", desc)); len(got) != 3 {
 			t.Fatal(got)
 		}
 	}
 }
 
-// removeDeadFIFOs removes, when the test ends, the wakeup FIFO that a
-// producer child killed without Close leaves behind (as `omnishm prune` does).
-func removeDeadFIFOs(t *testing.T, s string) {
-	t.Cleanup(func() { os.RemoveAll(scope.New(s).WakeDir) })
-}
-
 func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 	s := shmtest.Scope(t)
-	removeDeadFIFOs(t, s)
+	conntest.RemoveAtEnd(t, scope.New(s))
 	p, old := startProducer(t, s, ring.DefaultCapacity, "restart", 1, 11)
-	receiver := open(t, s, "1", ring.DefaultCapacity)
+	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	// Attach the live ring without claiming its frame.
-	missing(t, receiver, "0", "1", "not-published", nil)
+	conntest.Missing(t, receiver, "0", "1", "not-published", nil)
 	p.Send(t, "exit") // leaves without closing: its frame stays in the ring
 	if err := p.Wait(t, wait); err != nil {
 		t.Fatal(err)
 	}
-	missing(t, receiver, "0", "1", "restart", old)
-	missing(t, receiver, "0", "1", "restart", nil)
-	replacement := open(t, s, "0", ring.DefaultCapacity)
-	mustPut(t, replacement, "0", "1", "restart", codes(1, 22))
-	if got := int64s(t, mustGet(t, receiver, "0", "1", "restart", nil).(map[string]any)["codes"]); got[0] != 22 {
+	conntest.Missing(t, receiver, "0", "1", "restart", old)
+	conntest.Missing(t, receiver, "0", "1", "restart", nil)
+	replacement := conntest.Open(t, s, "0", ring.DefaultCapacity)
+	conntest.MustPut(t, replacement, "0", "1", "restart", conntest.Codes(1, 22))
+	if got := conntest.CodesOf(t, conntest.MustGet(t, receiver, "0", "1", "restart", nil)); got[0] != 22 {
 		t.Fatalf("got %v: a dead producer's frame was delivered", got)
 	}
 	shmtest.Eventually(t, wait, "the watchdog to remove the dead producer's ring", func() bool {
-		_, err := os.Stat("/dev/shm/" + old.HostRing.Name)
+		_, err := os.Stat(scope.Path(old.HostRing.Name))
 		return errors.Is(err, os.ErrNotExist)
 	})
 }
 
 func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 	s := shmtest.Scope(t)
-	removeDeadFIFOs(t, s)
+	conntest.RemoveAtEnd(t, scope.New(s))
 	ringKey, bigKey := shmtest.Key("killed-ring"), shmtest.Key("killed-big")
 	p, ringDesc := startProducer(t, s, ring.DefaultCapacity, ringKey, 3, 0)
 	p.Send(t, "put "+bigKey+" 200000 0") // 1.6 MB: beyond a quarter of the ring
-	var bigDesc Descriptor
+	var bigDesc connector.Descriptor
 	if err := json.Unmarshal([]byte(p.Line(t, wait)), &bigDesc); err != nil || bigDesc.Shm == nil || ringDesc.HostRing == nil {
 		t.Fatalf("descriptors %v %v %v", ringDesc, bigDesc, err)
 	}
-	files := []string{"/dev/shm/" + ringDesc.HostRing.Name, "/dev/shm/" + bigKey}
+	files := []string{scope.Path(ringDesc.HostRing.Name), scope.Path(bigKey)}
 	for _, f := range files {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatal(err)
@@ -189,9 +186,9 @@ func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 	})
 	// What may remain is data-free: an empty marker and a lock file. A live
 	// receiver prunes the marker; remove the lock file as a sweep would.
-	receiver := open(t, s, "1", ring.DefaultCapacity)
-	missing(t, receiver, "0", "1", ringKey, nil)
-	os.Remove("/dev/shm/shm_" + bigKey + "_lockfile.lock")
+	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
+	conntest.Missing(t, receiver, "0", "1", ringKey, nil)
+	os.Remove(scope.Path(scope.LockName(bigKey)))
 	receiver.Close()
 	if left, _ := filepath.Glob(receiver.Names().RingDir() + "/*"); len(left) > 0 {
 		t.Fatalf("markers left: %v", left)
@@ -200,17 +197,17 @@ func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 }
 
 func TestWakeupEndsABlockedRecv(t *testing.T) {
-	for _, ringBytes := range []int{ring.DefaultCapacity, 0} {
+	for _, ringBytes := range []int{ring.DefaultCapacity, connector.NoRing} {
 		s := shmtest.Scope(t)
 		key := shmtest.Key("wake")
 		r := shmtest.Start(t, "recv", s, key, "60s")
 		if l := r.Line(t, wait); l != "waiting" {
 			t.Fatal(l)
 		}
-		sender := open(t, s, "0", ringBytes)
+		sender := conntest.Open(t, s, "0", ringBytes)
 		// The child's FIFO exists once it said "waiting"; it polls only hourly,
 		// so only the put's wakeup can end its Recv before our line timeout.
-		mustPut(t, sender, "0", "1", key, codes(3, 42))
+		conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(3, 42))
 		if l := r.Line(t, wait); l != "got 42" {
 			t.Fatalf("ring=%d: %s", ringBytes, l)
 		}

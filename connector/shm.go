@@ -44,15 +44,17 @@ type SHM struct {
 	watchdogWarned                    atomic.Bool
 }
 
-// Open returns a shared-memory connector. Rings are allocated lazily on the
-// first put of an edge; a receiver with a numeric StageID and wakeups on
-// creates its FIFO now.
+// Open returns a shared-memory connector configured by opts (the zero
+// Options are the defaults). It refuses a malformed StageID (ErrBadStage)
+// or HostRingBytes. Rings are created lazily on the first put of an edge;
+// a receiver with a stage and wakeups on creates its FIFO now. The caller
+// owns the connector and must Close it.
 func Open(opts Options) (*SHM, error) {
-	c := &SHM{opts: opts, log: opts.Logger, names: scope.New(opts.WakeupScope)}
-	if c.log == nil {
-		c.log = slog.Default()
+	opts, err := opts.resolve()
+	if err != nil {
+		return nil, err
 	}
-	var err error
+	c := &SHM{opts: opts, log: opts.Logger, names: scope.New(opts.WakeupScope)}
 	c.ring, err = ring.New(ring.Options{
 		Names:    c.names,
 		Capacity: opts.HostRingBytes,
@@ -61,13 +63,13 @@ func Open(opts Options) (*SHM, error) {
 		OnRemove: c.forget,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("connector: host_ring_bytes: %w", err)
+		return nil, fmt.Errorf("connector: open: %w", err)
 	}
 	c.segments = segment.NewProducer(segment.Options{OnCreate: c.track, OnRemove: c.forget})
-	if opts.Wakeups && wake.Enabled() {
+	if !opts.DisableWakeups && wake.Enabled() {
 		c.notifier = wake.NewNotifier(c.names.WakeDir)
-		if scope.IsNumeric(opts.StageID) {
-			if c.waiter, err = wake.OpenReceiver(c.names.WakeDir, opts.StageID); err != nil {
+		if opts.StageID != NoStage {
+			if c.waiter, err = wake.OpenReceiver(c.names.WakeDir, string(opts.StageID)); err != nil {
 				// Wakeups are hints (SPEC §8): Recv falls back to polling.
 				c.log.Warn("omnishm: wakeup FIFO unavailable; receives will poll", "stage", opts.StageID, "err", err)
 				c.waiter = nil
@@ -88,19 +90,21 @@ func (c *SHM) track(path string) {
 func (c *SHM) forget(path string) { watchdog.Default().Forget(path) }
 
 // Put implements Transport. The payload is copied (into the ring or a
-// segment) before Put returns.
+// segment) before Put returns. The error wraps ErrBadKey for a key that
+// cannot name a publication (nothing was touched) and ErrClosed once the
+// connector is closed.
 func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 	if c.closed.Load() {
 		return 0, Descriptor{}, ErrClosed
 	}
 	if err := keys.Check(key); err != nil {
-		return 0, Descriptor{}, err
+		return 0, Descriptor{}, keyError("put", key, err)
 	}
 	var plain []byte // the kind-0 bytes, once made
-	if c.ring.Capacity() > 0 && scope.IsNumeric(from) && scope.IsNumeric(to) {
+	if c.ring.Capacity() > 0 && numeric(from) && numeric(to) {
 		d, ok, b, err := c.putRing(from, to, key, payload)
 		if err != nil {
-			return 0, Descriptor{}, putError(key, err)
+			return 0, Descriptor{}, keyError("put", key, err)
 		}
 		if ok {
 			// A previous version of the key may sit in a segment (SPEC §9).
@@ -117,12 +121,12 @@ func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 	if plain == nil {
 		var err error
 		if plain, err = wire.Marshal(payload); err != nil {
-			return 0, Descriptor{}, fmt.Errorf("connector: put %q: %w", key, err)
+			return 0, Descriptor{}, keyError("put", key, err)
 		}
 	}
 	d, err := c.segments.Put(key, plain)
 	if err != nil {
-		return 0, Descriptor{}, putError(key, err)
+		return 0, Descriptor{}, keyError("put", key, err)
 	}
 	// A successful fallback replaces an unclaimed ring version, too.
 	c.ring.Cancel(key)
@@ -168,17 +172,27 @@ func (c *SHM) putRing(from, to, key string, payload any) (d descriptor.RingHandl
 	return d, false, nil, err
 }
 
-// putError wraps a failed put; one that failed because Close ran meanwhile
-// is ErrClosed, as a put after Close is (it published nothing).
-func putError(key string, err error) error {
-	if errors.Is(err, ring.ErrClosed) || errors.Is(err, segment.ErrClosed) {
-		err = ErrClosed
+// keyError is the connector's one layer of error context: the operation
+// and the key. The packages below name the operation and the file; callers
+// above add what they alone know (a stream its request and chunk).
+//
+// An operation that failed because Close ran meanwhile is ErrClosed, as one
+// after Close is (it published nothing). A descriptor naming no ring of this
+// user wraps ErrBadDescriptor; a bad key's error names the key already.
+func keyError(op, key string, err error) error {
+	switch {
+	case errors.Is(err, ring.ErrClosed), errors.Is(err, segment.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, ErrBadKey):
+		return fmt.Errorf("connector: %s: %w", op, err)
+	case errors.Is(err, ring.ErrName) && !errors.Is(err, ErrBadDescriptor):
+		err = fmt.Errorf("%w: %w", ErrBadDescriptor, err)
 	}
-	return fmt.Errorf("connector: put %q: %w", key, err)
+	return fmt.Errorf("connector: %s %q: %w", op, keys.Shorten(key), err)
 }
 
 func (c *SHM) published(to string, size int) {
-	if c.notifier != nil && scope.IsNumeric(to) {
+	if c.notifier != nil && numeric(to) {
 		c.notifier.Notify(to)
 	}
 	c.puts.Add(1)
@@ -196,29 +210,38 @@ func decodeRing(kind ring.Kind, payload []byte) (any, error) {
 
 // Get implements Transport. Without a descriptor it tries the edge's rings,
 // then discovery, then the per-key segment; with a ring descriptor it reads
-// only that publication (SPEC §9).
+// only that publication (SPEC §9). The payload is the caller's: it was
+// decoded into memory of its own. The error wraps ErrBadKey, ErrBadDescriptor
+// (a descriptor naming no publication of this protocol) or ErrClosed where
+// those apply.
 func (c *SHM) Get(from, to, key string, desc *Descriptor) (any, int, bool, error) {
 	if c.closed.Load() {
 		return nil, 0, false, ErrClosed
 	}
 	if err := keys.Check(key); err != nil {
-		return nil, 0, false, err
+		return nil, 0, false, keyError("get", key, err)
 	}
 	var rd *descriptor.RingHandle
 	if desc != nil {
+		if err := desc.Validate(); err != nil {
+			return nil, 0, false, keyError("get", key, err)
+		}
 		rd = desc.HostRing
 	}
 	if v, size, ok, err := c.getRing(from, to, key, rd); ok || err != nil || rd != nil {
 		return v, size, ok, err
 	}
 	data, ok, err := segment.Claim(scope.ShmDir, key)
-	if err != nil || !ok {
-		return nil, 0, false, err
+	if err != nil {
+		return nil, 0, false, keyError("get", key, err)
+	}
+	if !ok {
+		return nil, 0, false, nil
 	}
 	// data was read into memory of our own: large tensors may keep it.
 	v, err := wire.UnmarshalOwned(data)
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("connector: get %q: %w", key, err)
+		return nil, 0, false, keyError("get", key, err)
 	}
 	c.gets.Add(1)
 	return v, len(data), true, nil
@@ -243,26 +266,27 @@ func (c *SHM) GetContext(ctx context.Context, from, to, key string, desc *Descri
 	return c.Get(from, to, key, desc)
 }
 
-// defaultPollInterval bounds the sleep between polls when no wakeup
-// arrives: a producer without wakeups (or a lost hint) is still read.
-const defaultPollInterval = 50 * time.Millisecond
+// Stage implements Receiver: Options.StageID.
+func (c *SHM) Stage() Stage { return c.opts.StageID }
 
 // Recv implements Receiver: it blocks until key arrives on edge
-// from->StageID. With a wakeup FIFO it sleeps until a producer's put wakes
-// it; without one it polls with a bounded backoff.
+// from->Stage(). With a wakeup FIFO it sleeps until a producer's put wakes
+// it; without one it polls with a bounded backoff. Either way it polls at
+// least every Options.PollInterval, so a lost wakeup only costs latency.
 func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
-	ceiling := c.opts.PollInterval
-	if ceiling <= 0 {
-		ceiling = defaultPollInterval
+	if c.opts.StageID == NoStage {
+		return nil, 0, fmt.Errorf("connector: recv %q: %w: this connector has no Options.StageID", keys.Shorten(key), ErrBadStage)
 	}
+	ceiling := c.opts.PollInterval
 	if c.waiter == nil {
 		return c.recvPolling(ctx, from, key, ceiling)
 	}
 	// Note the generation before each Get: a put after the Get moves it, so
 	// the Wait that follows cannot sleep through that put's wakeup.
+	to := string(c.opts.StageID)
 	gen := c.waiter.Generation()
 	for {
-		v, size, ok, err := c.Get(from, c.opts.StageID, key, nil)
+		v, size, ok, err := c.Get(from, to, key, nil)
 		if err != nil || ok {
 			return v, size, err
 		}
@@ -295,11 +319,12 @@ func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
 // Options.Spin before Recv goes to sleep: a frame put meanwhile is read
 // without paying a sleep and a wakeup, which cost more than a small copy.
 func (c *SHM) spin(from, key string) (any, int, bool, error) {
-	if c.opts.Spin <= 0 || c.ring.Capacity() == 0 || !scope.IsNumeric(from) || !scope.IsNumeric(c.opts.StageID) {
+	if c.opts.Spin <= 0 || c.ring.Capacity() == 0 || !numeric(from) {
 		return nil, 0, false, nil
 	}
+	to := string(c.opts.StageID)
 	for end := time.Now().Add(c.opts.Spin); time.Now().Before(end); {
-		if v, size, ok, err := c.getRing(from, c.opts.StageID, key, nil); ok || err != nil {
+		if v, size, ok, err := c.getRing(from, to, key, nil); ok || err != nil {
 			return v, size, ok, err
 		}
 		runtime.Gosched()
@@ -311,7 +336,7 @@ func (c *SHM) spin(from, key string) (any, int, bool, error) {
 func (c *SHM) getRing(from, to, key string, rd *descriptor.RingHandle) (any, int, bool, error) {
 	v, size, ok, err := c.ring.Get(from, to, key, rd, decodeRing)
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("connector: get %q: %w", key, err)
+		return nil, 0, false, keyError("get", key, err)
 	}
 	if ok {
 		c.gets.Add(1)
@@ -324,7 +349,7 @@ func (c *SHM) getRing(from, to, key string, rd *descriptor.RingHandle) (any, int
 func (c *SHM) recvPolling(ctx context.Context, from, key string, ceiling time.Duration) (any, int, error) {
 	backoff := min(100*time.Microsecond, ceiling)
 	for {
-		v, size, ok, err := c.Get(from, c.opts.StageID, key, nil)
+		v, size, ok, err := c.Get(from, string(c.opts.StageID), key, nil)
 		if err != nil || ok {
 			return v, size, err
 		}
@@ -383,21 +408,27 @@ func (c *SHM) Health() Health {
 	}
 }
 
-// Close implements Transport: it retires this connector's frames, removes
-// its rings, markers, pending segments and FIFO. It is idempotent.
+// Close implements Transport: it retires this connector's unclaimed
+// frames and segments, unlinks its rings, their markers and its FIFO
+// (SPEC §9), and releases the rings of other producers it attached.
+// Publications already claimed are the receivers'. It runs once; every
+// error it meets is returned, joined, and later calls return nil.
 func (c *SHM) Close() error {
-	var errs []error
+	var err error
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
-		errs = append(errs, c.ring.Close(), c.segments.Close())
+		errs := []error{c.ring.Close(), c.segments.Close()}
 		if c.waiter != nil {
 			errs = append(errs, c.waiter.Close())
 		}
 		if c.notifier != nil {
-			c.notifier.Close()
+			errs = append(errs, c.notifier.Close())
+		}
+		if joined := errors.Join(errs...); joined != nil {
+			err = fmt.Errorf("connector: close: %w", joined)
 		}
 	})
-	return errors.Join(errs...)
+	return err
 }
 
 // Names returns the /dev/shm names of this connector's scope.

@@ -1,72 +1,19 @@
-package connector
+package connector_test
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"omnishm/connector"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
+	"omnishm/scope"
 )
-
-// warnCounter counts the warnings a connector logs.
-type warnCounter struct{ n atomic.Int32 }
-
-func (h *warnCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (h *warnCounter) Handle(_ context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelWarn {
-		h.n.Add(1)
-	}
-	return nil
-}
-func (h *warnCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *warnCounter) WithGroup(string) slog.Handler      { return h }
-
-// The seed's test_ring_setup_failure_keeps_connector_usable: a ring that
-// cannot be set up (here its registry is a plain file, so no marker can be
-// made) logs one warning for the edge, removes what it made, and the edge's
-// puts take the per-key path, which a receiver of the scope still reads.
-func TestRingSetupFailureKeepsConnectorUsable(t *testing.T) {
-	s := shmtest.Scope(t)
-	warns := &warnCounter{}
-	o := DefaultOptions()
-	o.WakeupScope, o.StageID, o.HostRingBytes, o.Logger = s, "0", 4096, slog.New(warns)
-	sender, err := Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sender.Close() })
-	receiver := open(t, s, "1", 4096)
-	registry := sender.Names().RingDir()
-	if err := os.WriteFile(registry, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(registry) })
-	for i := range 2 {
-		key := shmtest.Key("no-ring")
-		if d := mustPut(t, sender, "0", "1", key, codes(3, int64(i))); d.Shm == nil {
-			t.Fatalf("put %d took %v, want the per-key path", i, d)
-		}
-		if got := int64s(t, mustGet(t, receiver, "0", "1", key, nil).(map[string]any)["codes"]); got[0] != int64(i) {
-			t.Fatalf("got %v", got)
-		}
-	}
-	if n := warns.n.Load(); n != 1 {
-		t.Fatalf("%d warnings, want one for the edge", n)
-	}
-	if h := sender.Health(); h.HostRingPuts != 0 || h.HostRingFallbacks != 2 {
-		t.Fatalf("health %+v", h)
-	}
-	if left, _ := filepath.Glob("/dev/shm/" + sender.Names().RingPrefix() + "*"); len(left) != 0 {
-		t.Fatalf("the failed setup left %v", left)
-	}
-}
 
 // Many goroutines put, get, clean up and close one connector while a second
 // connector of the scope claims too, on a ring small enough to fill and wrap
@@ -76,8 +23,8 @@ func TestRingSetupFailureKeepsConnectorUsable(t *testing.T) {
 // left in /dev/shm.
 func TestConcurrentPutGetCleanupClose(t *testing.T) {
 	s := shmtest.Scope(t)
-	c := open(t, s, "0", 4096)     // puts, claims, cleans up, and is closed
-	other := open(t, s, "1", 4096) // claims
+	c := conntest.Open(t, s, "0", 4096)     // puts, claims, cleans up, and is closed
+	other := conntest.Open(t, s, "1", 4096) // claims
 	const producers, phase = 4, 160
 	keys := make([]string, 2*phase)
 	for i := range keys {
@@ -91,9 +38,9 @@ func TestConcurrentPutGetCleanupClose(t *testing.T) {
 	st := make([]outcome, len(keys))
 	value := func(i int) any {
 		if i%4 == 0 {
-			return codes(1024, int64(i)) // 8 KiB: beyond a quarter of the ring
+			return conntest.Codes(1024, int64(i)) // 8 KiB: beyond a quarter of the ring
 		}
-		return codes(8, int64(i))
+		return conntest.Codes(8, int64(i))
 	}
 	deadline := time.Now().Add(wait)
 
@@ -101,7 +48,7 @@ func TestConcurrentPutGetCleanupClose(t *testing.T) {
 	// for c, closed). A second claim of a key is what this test catches.
 	stop := make(chan struct{})
 	var claimers sync.WaitGroup
-	claim := func(conn *SHM) {
+	claim := func(conn *connector.SHM) {
 		defer claimers.Done()
 		for {
 			select {
@@ -118,7 +65,7 @@ func TestConcurrentPutGetCleanupClose(t *testing.T) {
 					continue
 				}
 				v, _, ok, err := conn.Get("0", "1", keys[i], nil)
-				if errors.Is(err, ErrClosed) {
+				if errors.Is(err, connector.ErrClosed) {
 					return
 				}
 				if err != nil {
@@ -127,7 +74,7 @@ func TestConcurrentPutGetCleanupClose(t *testing.T) {
 				}
 				if ok {
 					st[i].claims.Add(1)
-					if got := int64s(t, v.(map[string]any)["codes"]); got[0] != int64(i) {
+					if got := conntest.CodesOf(t, v); got[0] != int64(i) {
 						t.Errorf("key %d carried %d", i, got[0])
 					}
 				}
@@ -135,7 +82,7 @@ func TestConcurrentPutGetCleanupClose(t *testing.T) {
 			runtime.Gosched()
 		}
 	}
-	for _, conn := range []*SHM{c, c, other, other} {
+	for _, conn := range []*connector.SHM{c, c, other, other} {
 		claimers.Add(1)
 		go claim(conn)
 	}
@@ -167,7 +114,7 @@ func TestConcurrentPutGetCleanupClose(t *testing.T) {
 						if i%5 == 0 {
 							published <- i
 						}
-					case errors.Is(err, ErrClosed):
+					case errors.Is(err, connector.ErrClosed):
 						st[i].put.Store(2)
 					default:
 						t.Errorf("put %d: %v", i, err)
@@ -227,7 +174,7 @@ func TestConcurrentPutGetCleanupClose(t *testing.T) {
 		if put == 0 || claims > 1 || claims == 1 && st[i].retired.Load() {
 			t.Errorf("key %d: put %d, %d claims, retired %v", i, put, claims, st[i].retired.Load())
 		}
-		for _, f := range []string{"/dev/shm/" + keys[i], "/dev/shm/shm_" + keys[i] + "_lockfile.lock"} {
+		for _, f := range []string{scope.Path(keys[i]), scope.Path(scope.LockName(keys[i]))} {
 			if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s left after Close: %v", f, err)
 			}
@@ -236,7 +183,7 @@ func TestConcurrentPutGetCleanupClose(t *testing.T) {
 	if refused == 0 {
 		t.Error("no put was refused: Close did not run during the puts")
 	}
-	if _, _, err := c.Put("0", "1", shmtest.Key("after-close"), codes(1, 0)); !errors.Is(err, ErrClosed) {
+	if _, _, err := c.Put("0", "1", shmtest.Key("after-close"), conntest.Codes(1, 0)); !errors.Is(err, connector.ErrClosed) {
 		t.Fatalf("put after close: %v", err)
 	}
 	t.Logf("phase 2: %d of %d puts refused by Close", refused, phase)

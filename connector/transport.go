@@ -1,18 +1,18 @@
-// Package connector composes the codecs, the host ring, the per-key segments
-// and the wakeup FIFOs into the one object a stage uses to move payloads
-// along its edges (SPEC §9).
 package connector
 
 import (
 	"context"
 	"errors"
-	"omnishm/descriptor"
 	"time"
+
+	"omnishm/descriptor"
+	"omnishm/keys"
 )
 
 // Transport is what a stage uses to move payloads between stages. Every
-// connector implements it; the shared-memory one also offers blocking
-// receives (see SHM.Recv).
+// connector implements it. Arguments come in one order across the API: the
+// context where there is one, the edge (from, to), the key, the optional
+// descriptor.
 type Transport interface {
 	// Put publishes payload under key on edge from->to. The payload is copied
 	// before Put returns, so the caller may reuse its buffers at once.
@@ -33,16 +33,22 @@ type Transport interface {
 	// Health returns the counters of SPEC §9.
 	Health() Health
 	// Close retires what this connector published and releases its resources.
-	// It is idempotent.
+	// It is idempotent and returns every error it met, joined.
 	Close() error
 }
 
-// Receiver is a Transport whose receives can sleep until a producer wakes
-// them instead of polling.
+// Receiver is a Transport that belongs to one stage and can block until a
+// payload for it arrives. New returns one, so a stage built from its
+// configuration receives without a type assertion.
 type Receiver interface {
 	Transport
-	// Recv blocks until key arrives on edge from->(this stage), ctx ends, or
-	// an error occurs. It returns ctx.Err() when ctx ends first.
+	// Stage is the stage this endpoint receives as: Recv reads the edges
+	// from->Stage(). NoStage for an endpoint that only puts.
+	Stage() Stage
+	// Recv blocks until key arrives on edge from->Stage(), ctx ends, or an
+	// error occurs. It returns ctx.Err() when ctx ends first, and an error
+	// wrapping ErrBadStage at once when the endpoint has no stage. The
+	// payload is owned by the caller.
 	Recv(ctx context.Context, from, key string) (payload any, size int, err error)
 }
 
@@ -56,12 +62,25 @@ type Health struct {
 	HostRingFallbacks uint64 `json:"host_ring_fallbacks"`
 }
 
-// ErrClosed is returned by operations on a closed connector.
-var ErrClosed = errors.New("connector: closed")
-
-// ErrUnknownConnector is returned by New for a configuration name no
-// connector is registered under.
-var ErrUnknownConnector = errors.New("connector: unknown connector name")
+// The errors callers branch on, with errors.Is. A miss is not an error.
+var (
+	// ErrClosed is returned by operations on a closed connector, and by a
+	// Put that Close overtook (it published nothing).
+	ErrClosed = errors.New("connector: closed")
+	// ErrUnknownConnector is returned by New for a configuration name no
+	// connector is registered under.
+	ErrUnknownConnector = errors.New("connector: unknown connector name")
+	// ErrBadStage is wrapped by every error about a stage id: a malformed
+	// Options.StageID (refused by Open), a Recv on an endpoint without a
+	// stage.
+	ErrBadStage = errors.New("bad stage id")
+	// ErrBadKey is wrapped by every error about a key that cannot name a
+	// publication (SPEC §1); nothing was touched. It is keys.ErrBadKey.
+	ErrBadKey = keys.ErrBadKey
+	// ErrBadDescriptor is wrapped by every error about a descriptor that
+	// names no publication of this protocol. It is descriptor.ErrBad.
+	ErrBadDescriptor = descriptor.ErrBad
+)
 
 // Descriptor, ShmHandle and RingHandle are the descriptor package's types,
 // named here so a stage needs one import: a connector returns and accepts

@@ -18,6 +18,7 @@ import (
 	"omnishm/connector"
 	"omnishm/internal/hostclock"
 	"omnishm/internal/reexec"
+	"omnishm/proc"
 	"omnishm/stream"
 	"omnishm/tensor"
 )
@@ -130,10 +131,11 @@ func (p *stageProcess) run(ctx context.Context) error {
 		cancel() // the parent is gone: stop at once
 	}()
 
-	opts := connector.DefaultOptions()
-	opts.StageID = strconv.Itoa(p.cfg.Stage)
-	opts.HostRingBytes = p.cfg.RingBytes
-	opts.WakeupScope = p.cfg.Scope
+	opts := connector.Options{
+		StageID:       connector.Stage(strconv.Itoa(p.cfg.Stage)),
+		HostRingBytes: connector.RingBytes(p.cfg.RingBytes), // 0: per-key segments only
+		WakeupScope:   p.cfg.Scope,
+	}
 	conn, err := connector.Open(opts)
 	if err != nil {
 		return err
@@ -141,12 +143,14 @@ func (p *stageProcess) run(ctx context.Context) error {
 	p.conn = conn
 	defer conn.Close()
 
-	var up *peer
+	var up proc.ID // the stage this one reads from: its readers watch it
 	if p.cfg.Stage > 0 {
-		if up, err = watchPeer(p.cfg.UpstreamPID); err != nil {
+		start, err := proc.StartTime(p.cfg.UpstreamPID)
+		if err != nil && !errors.Is(err, proc.ErrNoProcess) {
 			return fmt.Errorf("watch stage %d: %w", p.cfg.Stage-1, err)
 		}
-		defer up.close()
+		// Already gone: start 0 matches no process, so its readers end at once.
+		up = proc.ID{PID: p.cfg.UpstreamPID, Start: start}
 	}
 	if p.cfg.Stage < 2 {
 		if err := p.warmUp(); err != nil {
@@ -157,7 +161,7 @@ func (p *stageProcess) run(ctx context.Context) error {
 	if err := p.await(ctx, "go"); err != nil {
 		return err
 	}
-	if os.Getenv(crashEnv) == opts.StageID {
+	if os.Getenv(crashEnv) == string(opts.StageID) {
 		self, _ := os.FindProcess(os.Getpid())
 		self.Kill()
 		select {} // the signal is on its way
@@ -271,16 +275,17 @@ func (p *stageProcess) produce(ctx context.Context) (*stream.Sender, error) {
 
 // relay is stage 1: it turns each request's code chunks into audio chunks,
 // one goroutine per request, and streams them on to stage 2.
-func (p *stageProcess) relay(ctx context.Context, up *peer) (*stream.Sender, error) {
+func (p *stageProcess) relay(ctx context.Context, up proc.ID) (*stream.Sender, error) {
 	s, err := stream.NewSender(p.conn, "1", "2", stream.SenderOptions{})
 	if err != nil {
 		return nil, err
 	}
 	err = p.perRequest(ctx, func(ctx context.Context, r int, req string) error {
-		rd, err := stream.NewReader(p.conn, "0", "1", req, stream.ReaderOptions{SenderAlive: up.alive})
+		rd, err := stream.NewReader(p.conn, "0", "1", req, stream.ReaderOptions{Sender: up})
 		if err != nil {
 			return err
 		}
+		defer rd.Close()
 		for n := 0; ; n++ {
 			chunk, err := rd.Next(ctx)
 			if err == io.EOF {
@@ -313,7 +318,7 @@ func (p *stageProcess) relay(ctx context.Context, up *peer) (*stream.Sender, err
 // collect is stage 2: it checks every audio chunk (once, in order, the
 // samples stage 1 must have made from stage 0's codes), writes one WAV file
 // per request and reports the latencies.
-func (p *stageProcess) collect(ctx context.Context, up *peer) error {
+func (p *stageProcess) collect(ctx context.Context, up proc.ID) error {
 	var (
 		received, completed atomic.Int64
 		mu                  sync.Mutex
@@ -334,10 +339,11 @@ func (p *stageProcess) collect(ctx context.Context, up *peer) error {
 		}
 	})
 	err := p.perRequest(ctx, func(ctx context.Context, r int, req string) error {
-		rd, err := stream.NewReader(p.conn, "1", "2", req, stream.ReaderOptions{SenderAlive: up.alive})
+		rd, err := stream.NewReader(p.conn, "1", "2", req, stream.ReaderOptions{Sender: up})
 		if err != nil {
 			return err
 		}
+		defer rd.Close()
 		w, err := newWAVWriter(filepath.Join(p.cfg.Out, req+".wav"))
 		if err != nil {
 			return err

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"omnishm/connector"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/scope"
@@ -35,7 +37,7 @@ func TestCancelAcrossImplementations(t *testing.T) {
 	t.Run("go-producer", func(t *testing.T) {
 		s := shmtest.Scope(t)
 		k := newKeys()
-		sender := openConn(t, s, "0", ring.DefaultCapacity)
+		sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
 		for i, key := range []string{k.single, k.digits1, k.digits2, k.other, k.probe} {
 			if _, d, err := sender.Put("0", "1", key, plainPayload(int64(i), false)); err != nil || d.HostRing == nil {
 				t.Fatalf("put %s: %v %v", key, d, err)
@@ -75,7 +77,7 @@ func TestCancelAcrossImplementations(t *testing.T) {
 		if l := py.line(t); l != "ready" {
 			t.Fatal(l)
 		}
-		receiver := openConn(t, s, "1", ring.DefaultCapacity)
+		receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 		getEventually(t, receiver, k.probe, nil)
 		py.send(t, "cancel "+k.single)
 		if l := py.line(t); l != "1" {
@@ -110,7 +112,7 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 	if l := py.line(t); l != "ready" {
 		t.Fatal(l)
 	}
-	sender := openConn(t, s, "0", ring.DefaultCapacity)
+	sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
 	gk1, gk2 := shmtest.Key("go1"), shmtest.Key("go2")
 	_, d, err := sender.Put("0", "1", gk1, tensorPayload(3))
 	if err != nil || d.HostRing == nil {
@@ -123,7 +125,7 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 
 	checkMode(t, names.RingDir(), os.ModeDir|0o700)
 	for _, ring := range []string{pyRing, goRing} {
-		checkMode(t, shmPath(ring), 0o600)
+		checkMode(t, scope.Path(ring), 0o600)
 		checkMode(t, filepath.Join(names.RingDir(), ring), 0o600)
 	}
 
@@ -136,7 +138,7 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 		}
 		checkTree(t, key, want, decodeReceived(t, r, data))
 	}
-	receiver := openConn(t, s, "1", ring.DefaultCapacity)
+	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	got, _ := getEventually(t, receiver, pk2, nil)
 	checkTree(t, pk2, plainPayload(2, false), got)
 	got, _ = getEventually(t, receiver, gk2, nil)
@@ -145,7 +147,7 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 	if err := sender.Close(); err != nil {
 		t.Fatal(err)
 	}
-	absent(t, shmPath(goRing), filepath.Join(names.RingDir(), goRing))
+	absent(t, scope.Path(goRing), filepath.Join(names.RingDir(), goRing))
 	if got := markers(t, s); len(got) != 1 || got[0] != pyRing {
 		t.Fatalf("markers after the Go producer closed: %v, want [%s]", got, pyRing)
 	}
@@ -154,7 +156,7 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 		t.Fatal(l)
 	}
 	py.exit(t)
-	absent(t, shmPath(pyRing), names.RingDir())
+	absent(t, scope.Path(pyRing), names.RingDir())
 }
 
 func checkMode(t *testing.T, path string, want os.FileMode) {
@@ -175,7 +177,7 @@ func TestQuarterCapacityBoundary(t *testing.T) {
 	const capacity = 4096
 	t.Run("go-producer", func(t *testing.T) {
 		s := shmtest.Scope(t)
-		sender := openConn(t, s, "0", capacity)
+		sender := conntest.Open(t, s, "0", capacity)
 		for _, extra := range []int{0, 1} {
 			key := shmtest.Key("edge")
 			payload := capacity/4 - 16 - len(key) + extra
@@ -229,7 +231,7 @@ func TestQuarterCapacityBoundary(t *testing.T) {
 // segment.CheckKey refuses such keys, so they never reach a ring.
 func TestGoKeyThatIsNotUTF8NeverBreaksAPythonReceiver(t *testing.T) {
 	s := shmtest.Scope(t)
-	sender := openConn(t, s, "0", ring.DefaultCapacity)
+	sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
 	bad, good := shmtest.Key("bad")+"\xff", shmtest.Key("good")
 	if _, d, err := sender.Put("0", "1", bad, plainPayload(1, false)); err == nil && d.HostRing != nil {
 		t.Errorf("a key that is not UTF-8 went into the ring: %v", d)
@@ -252,11 +254,11 @@ func TestCompetingReceiversClaimEachPublicationOnce(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		ringBytes int
-	}{{"ring", ring.DefaultCapacity}, {"segments", 0}} {
+	}{{"ring", ring.DefaultCapacity}, {"segments", connector.NoRing}} {
 		t.Run(c.name, func(t *testing.T) {
 			s := shmtest.Scope(t)
-			sender := openConn(t, s, "0", c.ringBytes)
-			receiver := openConn(t, s, "1", c.ringBytes)
+			sender := conntest.Open(t, s, "0", c.ringBytes)
+			receiver := conntest.Open(t, s, "1", c.ringBytes)
 			keys := make([]string, n)
 			want := map[string]any{}
 			for i := range keys {
@@ -272,7 +274,7 @@ func TestCompetingReceiversClaimEachPublicationOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			args := []string{"claimall", s, "0", "1", keyFile, "3"}
-			if c.ringBytes == 0 {
+			if c.ringBytes == connector.NoRing {
 				args = append(args, "--segments")
 			}
 			py := startPeer(t, args...)

@@ -10,6 +10,7 @@ import (
 
 	"omnishm/connector"
 	"omnishm/frame"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/scope"
@@ -55,7 +56,7 @@ func TestPythonReceiverFollowsGoProducers(t *testing.T) {
 		checkTree(t, key, want, decodeReceived(t, r, data))
 	}
 
-	first := openConn(t, s, "0", ring.DefaultCapacity)
+	first := conntest.Open(t, s, "0", ring.DefaultCapacity)
 	k1 := shmtest.Key("first")
 	if _, d, err := first.Put("0", "1", k1, tensorPayload(1)); err != nil || d.HostRing == nil {
 		t.Fatalf("put: %v %v", d, err)
@@ -66,7 +67,7 @@ func TestPythonReceiverFollowsGoProducers(t *testing.T) {
 		t.Fatalf("got %+v", r)
 	}
 
-	second := openConn(t, s, "0", ring.DefaultCapacity)
+	second := conntest.Open(t, s, "0", ring.DefaultCapacity)
 	k2 := shmtest.Key("second")
 	if _, d, err := second.Put("0", "1", k2, plainPayload(2, false)); err != nil || d.HostRing == nil {
 		t.Fatalf("put: %v %v", d, err)
@@ -86,7 +87,7 @@ func TestPythonReceiverFollowsGoProducers(t *testing.T) {
 
 	// A producer that closed and one that replaces it.
 	first.Close()
-	third := openConn(t, s, "0", ring.DefaultCapacity)
+	third := conntest.Open(t, s, "0", ring.DefaultCapacity)
 	k4 := shmtest.Key("third")
 	if _, d, err := third.Put("0", "1", k4, tensorPayload(4)); err != nil || d.HostRing == nil {
 		t.Fatalf("put: %v %v", d, err)
@@ -104,7 +105,7 @@ func TestPythonReceiverFollowsGoProducers(t *testing.T) {
 // (a new process, a new ring, a new marker) on that edge.
 func TestGoReceiverFollowsPythonProducers(t *testing.T) {
 	s := shmtest.Scope(t)
-	receiver := openConn(t, s, "1", ring.DefaultCapacity)
+	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	missing(t, receiver, shmtest.Key("nothing-yet"), nil)
 	var producers []*pyPeer
 	for i := range 3 {
@@ -133,7 +134,7 @@ func TestGoReceiverFollowsPythonProducers(t *testing.T) {
 
 func inspect(t *testing.T, name string) ring.Info {
 	t.Helper()
-	info, err := ring.Inspect(shmPath(name))
+	info, err := ring.Inspect(scope.Path(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestWrapAround(t *testing.T) {
 		capacity := uint64(ringBytes+15) &^ 15
 		t.Run(fmt.Sprintf("go-producer/%d", ringBytes), func(t *testing.T) {
 			s := shmtest.Scope(t)
-			sender := openConn(t, s, "0", ringBytes)
+			sender := conntest.Open(t, s, "0", ringBytes)
 			py := startServer(t, s)
 			var gaps paddings
 			for i := range n {
@@ -226,7 +227,7 @@ func TestWrapAround(t *testing.T) {
 		})
 		t.Run(fmt.Sprintf("python-producer/%d", ringBytes), func(t *testing.T) {
 			s := shmtest.Scope(t)
-			receiver := openConn(t, s, "1", ring.DefaultCapacity)
+			receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 			key := shmtest.Key("wrap")
 			kind, data := wrapBytes(t, 0)
 			py := startPeer(t, "put", s, "0", "1", key, kind, hexFile(t, data), "--ring-bytes", strconv.Itoa(ringBytes))
@@ -274,13 +275,13 @@ func TestWrapAround(t *testing.T) {
 // ring and delete its marker; the Go producer's close still succeeds.
 func TestPythonChecksGoCreatorStart(t *testing.T) {
 	s := shmtest.Scope(t)
-	sender := openConn(t, s, "0", ring.DefaultCapacity)
+	sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
 	k1, k2 := shmtest.Key("accepted"), shmtest.Key("rejected")
 	_, d1, err := sender.Put("0", "1", k1, plainPayload(1, false))
 	if err != nil || d1.HostRing == nil {
 		t.Fatalf("put: %v %v", d1, err)
 	}
-	path := shmPath(d1.HostRing.Name)
+	path := scope.Path(d1.HostRing.Name)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

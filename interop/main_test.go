@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -26,9 +25,7 @@ func TestMain(m *testing.M) {
 // edge 0->1 (ring path), prints each descriptor, then waits for a line (the
 // test kills it instead). Wakeups are off: a killed child leaves no FIFO.
 func roleGoProducer(args []string) int {
-	o := connector.DefaultOptions()
-	o.WakeupScope, o.StageID, o.Wakeups = args[0], "0", false
-	c, err := connector.Open(o)
+	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", DisableWakeups: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -44,19 +41,6 @@ func roleGoProducer(args []string) int {
 	shmtest.Hear()
 	c.Close()
 	return 0
-}
-
-// openConn opens a Go connector as stage in scope s, closed when the test ends.
-func openConn(t *testing.T, s, stage string, ringBytes int) *connector.SHM {
-	t.Helper()
-	o := connector.DefaultOptions()
-	o.WakeupScope, o.StageID, o.HostRingBytes = s, stage, ringBytes
-	c, err := connector.Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // tensorPayload is a tree with tensors of several dtypes and shapes next to
@@ -237,21 +221,6 @@ func waitAbsent(t *testing.T, what string, paths ...string) {
 	})
 }
 
-// removeScopeAfterCrash removes, when the test ends, what a producer that
-// died without close leaves in scope s: markers, the ring directory and
-// rings (`omnishm prune` does this in a deployment).
-func removeScopeAfterCrash(t *testing.T, s string) {
-	t.Cleanup(func() { removeNames(scope.New(s)) })
-}
-
-func removeNames(n scope.Names) {
-	os.RemoveAll(n.RingDir())
-	rings, _ := filepath.Glob(filepath.Join(scope.ShmDir, n.RingPrefix()+"*"))
-	for _, r := range rings {
-		os.Remove(r)
-	}
-}
-
 // markers lists the marker files of scope s.
 func markers(t *testing.T, s string) []string {
 	t.Helper()
@@ -269,6 +238,4 @@ func markers(t *testing.T, s string) []string {
 	return names
 }
 
-func shmPath(name string) string { return filepath.Join(scope.ShmDir, name) }
-
-func lockPath(key string) string { return shmPath("shm_" + key + "_lockfile.lock") }
+func lockPath(key string) string { return scope.Path(scope.LockName(key)) }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"omnishm/frame"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/jsonform"
 	"omnishm/ring"
@@ -213,7 +214,7 @@ func TestReferenceVectorsThroughPythonRing(t *testing.T) {
 	if l := py.line(t); l != "ready" {
 		t.Fatal(l)
 	}
-	receiver := openConn(t, s, "1", ring.DefaultCapacity)
+	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	for _, v := range all {
 		got, _ := getEventually(t, receiver, v.key, nil)
 		expected, err := os.ReadFile(filepath.Join(dir, v.caseName+".json"))

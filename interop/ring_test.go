@@ -9,6 +9,7 @@ import (
 
 	"omnishm/connector"
 	"omnishm/frame"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/scope"
@@ -42,7 +43,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 		order = append(order, key)
 		args = append(args, key, kind, hexFile(t, data))
 	}
-	receiver := openConn(t, s, "1", ring.DefaultCapacity)
+	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	// Scan the edge before the producer exists: its ring must then be found
 	// through the stamp change its marker makes (SPEC §7).
 	missing(t, receiver, order[0], nil)
@@ -84,7 +85,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 	}
 
 	// Go marked the Python frames done (state byte at offset 9).
-	info, err := ring.Inspect(shmPath(ringName))
+	info, err := ring.Inspect(scope.Path(ringName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 		t.Fatal(l)
 	}
 	py.exit(t)
-	absent(t, shmPath(ringName), scope.New(s).RingDir())
+	absent(t, scope.Path(ringName), scope.New(s).RingDir())
 }
 
 // A Go producer's rings are read by the seed's Python receiver: discovery of
@@ -114,8 +115,8 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 // receiver then misses (exactly once across implementations).
 func TestGoRingProducerToPythonReceiver(t *testing.T) {
 	s := shmtest.Scope(t)
-	sender := openConn(t, s, "0", ring.DefaultCapacity)
-	receiver := openConn(t, s, "1", ring.DefaultCapacity)
+	sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
+	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	cases := []struct {
 		name    string
 		want    any
@@ -180,7 +181,7 @@ func TestGoRingProducerToPythonReceiver(t *testing.T) {
 func TestStaleDescriptor(t *testing.T) {
 	t.Run("go-producer", func(t *testing.T) {
 		s := shmtest.Scope(t)
-		sender := openConn(t, s, "0", ring.DefaultCapacity)
+		sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
 		key := shmtest.Key("twice")
 		_, first, err := sender.Put("0", "1", key, plainPayload(1, false))
 		if err != nil {
@@ -216,7 +217,7 @@ func TestStaleDescriptor(t *testing.T) {
 		if l := py.line(t); l != "ready" {
 			t.Fatal(l)
 		}
-		receiver := openConn(t, s, "1", ring.DefaultCapacity)
+		receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 		missing(t, receiver, key, first)
 		got, _ := getEventually(t, receiver, key, second)
 		checkTree(t, "second version", tensorPayload(2), got)
@@ -228,7 +229,7 @@ func TestStaleDescriptor(t *testing.T) {
 // to a Go receiver, whether it had attached the ring before the death or not.
 func TestDeadPythonProducer(t *testing.T) {
 	s := shmtest.Scope(t)
-	removeScopeAfterCrash(t, s)
+	conntest.RemoveAtEnd(t, scope.New(s))
 	alive, dead := shmtest.Key("alive"), shmtest.Key("dead")
 	py := startPeer(t, "put", s, "0", "1",
 		alive, "0", hexFile(t, plainBytes(t, plainPayload(1, false))),
@@ -238,13 +239,13 @@ func TestDeadPythonProducer(t *testing.T) {
 	if l := py.line(t); l != "ready" {
 		t.Fatal(l)
 	}
-	attached := openConn(t, s, "1", ring.DefaultCapacity)
+	attached := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	got, _ := getEventually(t, attached, alive, nil)
 	checkTree(t, alive, plainPayload(1, false), got)
 
 	py.send(t, "crash")
 	py.exit(t)
-	fresh := openConn(t, s, "1", ring.DefaultCapacity)
+	fresh := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	for name, c := range map[string]*connector.SHM{"attached": attached, "fresh": fresh} {
 		t.Run(name, func(t *testing.T) {
 			missing(t, c, dead, deadDesc)
@@ -259,7 +260,7 @@ func TestDeadPythonProducer(t *testing.T) {
 // and prunes the marker.
 func TestKilledGoProducer(t *testing.T) {
 	s := shmtest.Scope(t)
-	removeScopeAfterCrash(t, s)
+	conntest.RemoveAtEnd(t, scope.New(s))
 	alive, dead := shmtest.Key("alive"), shmtest.Key("dead")
 	p := shmtest.Start(t, "goproducer", s, alive, dead)
 	aliveDesc := parseDesc(t, p.Line(t, wait), alive)
@@ -290,7 +291,7 @@ func TestKilledGoProducer(t *testing.T) {
 	// Discovery pruned the marker, and the Python receiver's close removed
 	// the then empty ring directory.
 	absent(t, scope.New(s).RingDir())
-	waitAbsent(t, "the watchdog to remove the killed producer's ring", shmPath(deadDesc.HostRing.Name))
+	waitAbsent(t, "the watchdog to remove the killed producer's ring", scope.Path(deadDesc.HostRing.Name))
 }
 
 // Without a wakeup scope both implementations key their names by the parent
@@ -298,7 +299,7 @@ func TestKilledGoProducer(t *testing.T) {
 // parent (this test) meet in the same ring directory.
 func TestNoScopeMeansTheParentPid(t *testing.T) {
 	names := scope.ForUID(os.Getuid(), "", os.Getpid())
-	t.Cleanup(func() { removeNames(names) })
+	conntest.RemoveAtEnd(t, names)
 	key := shmtest.Key("noscope")
 	p := shmtest.Start(t, "goproducer", "", key)
 	d := parseDesc(t, p.Line(t, wait), key)
@@ -314,5 +315,5 @@ func TestNoScopeMeansTheParentPid(t *testing.T) {
 	if err := p.Wait(t, wait); err != nil {
 		t.Fatal(err)
 	}
-	absent(t, shmPath(d.HostRing.Name), names.RingDir())
+	absent(t, scope.Path(d.HostRing.Name), names.RingDir())
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"omnishm/connector"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/scope"
@@ -29,15 +30,15 @@ func TestGoSegmentToPython(t *testing.T) {
 		ringBytes int
 		want      any
 	}{
-		{"ring-disabled", 0, tensorPayload(9)},
-		{"ring-disabled-plain", 0, plainPayload(10, false)},
+		{"ring-disabled", connector.NoRing, tensorPayload(9)},
+		{"ring-disabled-plain", connector.NoRing, plainPayload(10, false)},
 		{"too-large-for-ring", ring.DefaultCapacity, map[string]any{"hidden": must(tensor.FromSlice(big, 1000, 300))}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := shmtest.Scope(t)
-			sender := openConn(t, s, "0", c.ringBytes)
-			receiver := openConn(t, s, "1", c.ringBytes)
+			sender := conntest.Open(t, s, "0", c.ringBytes)
+			receiver := conntest.Open(t, s, "1", c.ringBytes)
 			key := shmtest.Key("seg")
 			size, d, err := sender.Put("0", "1", key, c.want)
 			if err != nil {
@@ -58,7 +59,7 @@ func TestGoSegmentToPython(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkTree(t, key, c.want, got)
-			absent(t, shmPath(key), lockPath(key))
+			absent(t, scope.Path(key), lockPath(key))
 			missing(t, receiver, key, nil)
 			missing(t, receiver, key, &d)
 		})
@@ -76,11 +77,11 @@ func TestPythonSegmentToGo(t *testing.T) {
 		byDesc    bool
 		wrap      bool
 	}{
-		{"ring=0", 0, false, false},
-		{"ring=0/descriptor", 0, true, false},
+		{"ring=0", connector.NoRing, false, false},
+		{"ring=0/descriptor", connector.NoRing, true, false},
 		{"ring=default", ring.DefaultCapacity, false, false},
 		{"ring=default/descriptor", ring.DefaultCapacity, true, false},
-		{"ring=0/OMNIIPC1", 0, false, true},
+		{"ring=0/OMNIIPC1", connector.NoRing, false, true},
 		{"ring=default/OMNIIPC1/descriptor", ring.DefaultCapacity, true, true},
 	}
 	for _, c := range cases {
@@ -98,7 +99,7 @@ func TestPythonSegmentToGo(t *testing.T) {
 			if d.Shm == nil || d.Shm.Name != key {
 				t.Fatalf("descriptor %v", d)
 			}
-			receiver := openConn(t, s, "1", c.ringBytes)
+			receiver := conntest.Open(t, s, "1", c.ringBytes)
 			var desc *connector.Descriptor
 			if c.byDesc {
 				desc = d
@@ -111,7 +112,7 @@ func TestPythonSegmentToGo(t *testing.T) {
 				t.Fatalf("size %d, want the payload's %d", size, len(data))
 			}
 			checkTree(t, key, want, got)
-			absent(t, shmPath(key), lockPath(key))
+			absent(t, scope.Path(key), lockPath(key))
 			missing(t, receiver, key, nil)
 			if r, _ := parseReceived(t, runPeer(t, "segget", key, "--timeout", "0")); r != nil {
 				t.Fatalf("Python claimed it again: %+v", r)
@@ -121,7 +122,7 @@ func TestPythonSegmentToGo(t *testing.T) {
 				t.Fatal(l)
 			}
 			py.exit(t)
-			absent(t, shmPath(key), lockPath(key))
+			absent(t, scope.Path(key), lockPath(key))
 		})
 	}
 }

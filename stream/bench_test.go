@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"omnishm/connector"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 )
 
@@ -19,13 +20,13 @@ func BenchmarkStream(b *testing.B) {
 	}{
 		{"memory", func(b *testing.B) (connector.Transport, connector.Transport) { m := newMem(); return m, m }},
 	}
-	for _, rc := range rings {
+	for _, rc := range conntest.Rings {
 		cases = append(cases, struct {
 			name string
 			open func(b *testing.B) (prod, recv connector.Transport)
-		}{rc.name, func(b *testing.B) (connector.Transport, connector.Transport) {
+		}{rc.Name, func(b *testing.B) (connector.Transport, connector.Transport) {
 			sc := shmtest.Scope(b)
-			return openStage(b, sc, "0", rc.bytes), openStage(b, sc, "1", rc.bytes)
+			return conntest.Open(b, sc, "0", rc.Bytes), conntest.Open(b, sc, "1", rc.Bytes)
 		}})
 	}
 	for _, c := range cases {

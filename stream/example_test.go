@@ -2,11 +2,14 @@ package stream_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"omnishm/connector"
+	"omnishm/proc"
 	"omnishm/stream"
 	"omnishm/tensor"
 )
@@ -16,17 +19,14 @@ import (
 // live in one process; in a pipeline each opens its own connector with the
 // same wakeup scope.
 func Example() {
-	opts := connector.DefaultOptions()
-	opts.WakeupScope = fmt.Sprintf("stream-example-%d", os.Getpid())
-	opts.StageID = "0"
-	stage0, err := connector.Open(opts)
+	scope := fmt.Sprintf("stream-example-%d", os.Getpid())
+	stage0, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer stage0.Close()
-	opts.StageID = "1"
-	stage1, err := connector.Open(opts)
+	stage1, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -55,11 +55,19 @@ func Example() {
 		}
 	}
 
-	reader, err := stream.NewReader(stage1, "0", "1", "req-1", stream.ReaderOptions{})
+	// The producer's identity lets the reader stop as soon as it exits; in
+	// a pipeline the producer passes its proc.Self() to the consumer.
+	producer, err := proc.Self()
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	reader, err := stream.NewReader(stage1, "0", "1", "req-1", stream.ReaderOptions{Sender: producer})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer reader.Close()
 	for {
 		chunk, err := reader.Next(ctx)
 		if err == io.EOF {
@@ -83,4 +91,27 @@ func Example() {
 	// chunk 1: shape [1 28] first code 100 finished false
 	// chunk 2: shape [1 28] first code 200 finished true
 	// reclaimed: 0
+}
+
+// A reader gives up on a request whose producer stopped sending: here
+// nothing is ever sent, and the progress timeout is short.
+func ExampleReader_Next_senderGone() {
+	stage1, err := connector.Open(connector.Options{StageID: "1", WakeupScope: fmt.Sprintf("stream-example-gone-%d", os.Getpid())})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stage1.Close()
+	reader, err := stream.NewReader(stage1, "0", "1", "req-2", stream.ReaderOptions{ProgressTimeout: 10 * time.Millisecond})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer reader.Close()
+	_, err = reader.Next(context.Background())
+	fmt.Println(errors.Is(err, stream.ErrSenderGone))
+	fmt.Println(err)
+	// Output:
+	// true
+	// stream: sender gone: request "req-2" chunk 0: no chunk within 10ms
 }

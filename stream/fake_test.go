@@ -3,11 +3,11 @@ package stream
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
 	"omnishm/connector"
+	"omnishm/keys"
 )
 
 // memTransport is an in-memory connector.Receiver: one map of unclaimed
@@ -56,6 +56,9 @@ func (m *memTransport) GetContext(_ context.Context, from, to, key string, desc 
 	return m.Get(from, to, key, desc)
 }
 
+// Stage is the receiving end of the edge the tests use, 0->1.
+func (m *memTransport) Stage() connector.Stage { return "1" }
+
 func (m *memTransport) Recv(ctx context.Context, from, key string) (any, int, error) {
 	for {
 		m.mu.Lock()
@@ -91,7 +94,7 @@ func (m *memTransport) CleanupPrefix(prefix string) int {
 	m.calls = append(m.calls, "cleanup_prefix "+prefix)
 	n := 0
 	for k := range m.items {
-		if rest, ok := strings.CutPrefix(k, prefix); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
+		if keys.InPrefix(prefix, k) {
 			delete(m.items, k)
 			n++
 		}
@@ -114,6 +117,8 @@ func (m *memTransport) log() []string {
 	defer m.mu.Unlock()
 	return append([]string(nil), m.calls...)
 }
+
+var _ connector.Receiver = (*memTransport)(nil)
 
 // pollOnly hides Recv, so a Reader must poll.
 type pollOnly struct{ connector.Transport }

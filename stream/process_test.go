@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,46 +11,20 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"omnishm/connector"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
+	"omnishm/proc"
 	"omnishm/ring"
 	"omnishm/scope"
 )
 
 const wait = 30 * time.Second
 
-// rings are the transports of every cross-process case: the host ring
-// (default), a 4 KiB ring that fills up and falls back to per-key segments
-// part of the time, and per-key segments only.
-var rings = []struct {
-	name  string
-	bytes int
-}{{"ring", ring.DefaultCapacity}, {"small-ring", 4096}, {"per-key", 0}}
-
 // roles are the child processes of the cross-process tests.
 var roles = map[string]func(args []string) int{
 	"produce": roleProduce,
 	"stall":   roleStall,
-}
-
-func openStage(tb testing.TB, sc, stage string, ringBytes int) *connector.SHM {
-	tb.Helper()
-	c, err := openConn(sc, stage, ringBytes)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	return c
-}
-
-func openConn(sc, stage string, ringBytes int) (*connector.SHM, error) {
-	opts := connector.DefaultOptions()
-	opts.StageID = stage
-	opts.WakeupScope = sc
-	opts.HostRingBytes = ringBytes
-	return connector.Open(opts)
 }
 
 // roleProduce: args scope, ring bytes, chunks, requests...: sends the
@@ -62,7 +34,7 @@ func roleProduce(args []string) int {
 	ringBytes, _ := strconv.Atoi(args[1])
 	chunks, _ := strconv.Atoi(args[2])
 	requests := args[3:]
-	conn, err := openConn(args[0], "0", ringBytes)
+	conn, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: ringBytes})
 	if err != nil {
 		shmtest.Say("error %v", err)
 		return 1
@@ -107,7 +79,7 @@ func roleProduce(args []string) int {
 func roleStall(args []string) int {
 	ringBytes, _ := strconv.Atoi(args[1])
 	chunks, _ := strconv.Atoi(args[3])
-	conn, err := openConn(args[0], "0", ringBytes)
+	conn, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: ringBytes})
 	if err != nil {
 		shmtest.Say("error %v", err)
 		return 1
@@ -126,11 +98,15 @@ func roleStall(args []string) int {
 	return 0
 }
 
-// childAlive is a SenderAlive for a child of this process: once the child
-// is reaped, kill(pid, 0) fails.
-func childAlive(p *shmtest.Proc) func() bool {
+// childID is the identity of a running child, as its ReaderOptions.Sender.
+func childID(t *testing.T, p *shmtest.Proc) proc.ID {
+	t.Helper()
 	pid := p.Cmd.Process.Pid
-	return func() bool { return unix.Kill(pid, 0) == nil }
+	start, err := proc.StartTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proc.ID{PID: pid, Start: start}
 }
 
 // TestCrossProcessInterleaved: a producer process interleaves the chunks of
@@ -138,21 +114,22 @@ func childAlive(p *shmtest.Proc) func() bool {
 // request's chunks once, in order, with the finish mark on the last.
 func TestCrossProcessInterleaved(t *testing.T) {
 	const requests, chunks = 8, 24
-	for _, rc := range rings {
-		t.Run(rc.name, func(t *testing.T) {
+	for _, rc := range conntest.Rings {
+		t.Run(rc.Name, func(t *testing.T) {
 			sc := shmtest.Scope(t)
-			recv := openStage(t, sc, "1", rc.bytes)
+			recv := conntest.Open(t, sc, "1", rc.Bytes)
 			var ids []string
 			for range requests {
 				ids = append(ids, shmtest.Key("req"))
 			}
-			p := shmtest.Start(t, "produce", append([]string{sc, strconv.Itoa(rc.bytes), strconv.Itoa(chunks)}, ids...)...)
+			p := shmtest.Start(t, "produce", append([]string{sc, strconv.Itoa(rc.Bytes), strconv.Itoa(chunks)}, ids...)...)
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()
 			var wg sync.WaitGroup
 			errs := make([]error, requests)
+			sender := childID(t, p)
 			for r, id := range ids {
-				rd := mustReader(t, recv, id, ReaderOptions{SenderAlive: childAlive(p)})
+				rd := mustReader(t, recv, id, ReaderOptions{Sender: sender})
 				wg.Go(func() { errs[r] = readAll(ctx, rd, r, chunks) })
 			}
 			wg.Wait()
@@ -175,9 +152,9 @@ func TestCrossProcessInterleaved(t *testing.T) {
 			}
 			// The 4 MiB ring holds the whole run; the 4 KiB one mixes paths.
 			switch {
-			case rc.bytes == ring.DefaultCapacity && h.HostRingGets != h.Gets,
-				rc.bytes == 0 && h.HostRingGets != 0:
-				t.Fatalf("receiver health %+v: wrong path for ring bytes %d", h, rc.bytes)
+			case rc.Bytes == ring.DefaultCapacity && h.HostRingGets != h.Gets,
+				rc.Bytes == connector.NoRing && h.HostRingGets != 0:
+				t.Fatalf("receiver health %+v: wrong path for ring bytes %d", h, rc.Bytes)
 			}
 			t.Logf("receiver health %+v", h)
 		})
@@ -190,11 +167,11 @@ func TestCrossProcessInterleaved(t *testing.T) {
 // release reclaims exactly chunks 1 and 2; siblings whose ids share the
 // prefix keep theirs.
 func TestReleaseAfterFinishRealConnector(t *testing.T) {
-	for _, rc := range rings {
-		t.Run(rc.name, func(t *testing.T) {
+	for _, rc := range conntest.Rings {
+		t.Run(rc.Name, func(t *testing.T) {
 			sc := shmtest.Scope(t)
-			prod := openStage(t, sc, "0", rc.bytes)
-			recv := openStage(t, sc, "1", rc.bytes)
+			prod := conntest.Open(t, sc, "0", rc.Bytes)
+			recv := conntest.Open(t, sc, "1", rc.Bytes)
 			s := mustSender(t, prod, SenderOptions{})
 			ctx := context.Background()
 			req := shmtest.Key("req")
@@ -267,10 +244,10 @@ func (c *cleanupSpy) calls() []string {
 // TestReleaseQueuedBehindSendsRealConnector: with the real connector's puts
 // held, a release waits; once they run it reclaims all three chunks.
 func TestReleaseQueuedBehindSendsRealConnector(t *testing.T) {
-	for _, rc := range rings {
-		t.Run(rc.name, func(t *testing.T) {
+	for _, rc := range conntest.Rings {
+		t.Run(rc.Name, func(t *testing.T) {
 			sc := shmtest.Scope(t)
-			prod := openStage(t, sc, "0", rc.bytes)
+			prod := conntest.Open(t, sc, "0", rc.Bytes)
 			spy := &cleanupSpy{gatedTransport: newGated(prod)}
 			s := mustSender(t, spy, SenderOptions{})
 			req := shmtest.Key("req")
@@ -298,20 +275,20 @@ func TestReleaseQueuedBehindSendsRealConnector(t *testing.T) {
 }
 
 // TestSenderGoneWhenKilled: the producer is killed (SIGKILL) mid-stream;
-// the reader, told by the liveness check, stops with ErrSenderGone instead
-// of waiting out its progress timeout.
+// the reader, watching its process, stops with ErrSenderGone instead of
+// waiting out its hour-long progress timeout.
 func TestSenderGoneWhenKilled(t *testing.T) {
-	for _, rc := range rings {
-		t.Run(rc.name, func(t *testing.T) {
+	for _, rc := range conntest.Rings {
+		t.Run(rc.Name, func(t *testing.T) {
 			sc := shmtest.Scope(t)
 			req := shmtest.Key("req")
-			t.Cleanup(func() { removeScope(sc, req) }) // runs last
-			recv := openStage(t, sc, "1", rc.bytes)
-			p := shmtest.Start(t, "stall", sc, strconv.Itoa(rc.bytes), req, "3")
+			conntest.RemoveAtEnd(t, scope.New(sc), req) // runs last
+			recv := conntest.Open(t, sc, "1", rc.Bytes)
+			p := shmtest.Start(t, "stall", sc, strconv.Itoa(rc.Bytes), req, "3")
 			if l := p.Line(t, wait); l != "sent" {
 				t.Fatalf("producer: %s", l)
 			}
-			rd := mustReader(t, recv, req, ReaderOptions{SenderAlive: childAlive(p), ProgressTimeout: time.Hour})
+			rd := mustReader(t, recv, req, ReaderOptions{Sender: childID(t, p), ProgressTimeout: time.Hour})
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()
 			for n := range 3 {
@@ -329,20 +306,4 @@ func TestSenderGoneWhenKilled(t *testing.T) {
 			}
 		})
 	}
-}
-
-// removeScope removes what a SIGKILLed producer of scope sc could not: its
-// rings, markers, FIFO and the request's segments. The crash watchdog may
-// have removed them already.
-func removeScope(sc, req string) {
-	names := scope.New(sc)
-	entries, _ := os.ReadDir(scope.ShmDir)
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasPrefix(n, names.RingPrefix()) || strings.HasPrefix(n, req) || strings.HasPrefix(n, "shm_"+req) {
-			os.Remove(filepath.Join(scope.ShmDir, n))
-		}
-	}
-	os.RemoveAll(names.RingDir())
-	os.RemoveAll(names.WakeDir)
 }

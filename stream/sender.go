@@ -57,21 +57,19 @@ type Sender struct {
 }
 
 type op struct {
-	key     string
+	request string
+	n       int            // the chunk's index in its request
 	chunk   map[string]any // nil for a release
 	prefix  string         // a release's CleanupPrefix argument
 	release chan int
 }
 
-// NewSender starts a Sender of edge from->to over t. t stays the caller's:
-// Close does not close it. Close the Sender before the transport, and keep
+// NewSender starts a Sender of edge from->to over t; bad stages wrap
+// connector.ErrBadStage. t stays the caller's: Close does not close it. Close the Sender before the transport, and keep
 // the transport open until the receivers have drained (closing a connector
 // retires its unclaimed publications, SPEC §9).
 func NewSender(t connector.Transport, from, to string, opts SenderOptions) (*Sender, error) {
-	if err := checkName("from stage", from); err != nil {
-		return nil, err
-	}
-	if err := checkName("to stage", to); err != nil {
+	if err := checkEdge(from, to); err != nil {
 		return nil, err
 	}
 	if opts.QueueLimit <= 0 {
@@ -93,7 +91,8 @@ func NewSender(t connector.Transport, from, to string, opts SenderOptions) (*Sen
 // Send enqueues the next chunk of request, with meta.finished false. It
 // blocks while the queue is full (until there is room, ctx ends or the
 // Sender is closed) unless FailWhenFull is set. It returns the first put
-// error of the Sender, if any, instead of enqueueing.
+// error of the Sender, if any, instead of enqueueing, and ErrBadRequest for
+// a request id that cannot make a chunk key.
 func (s *Sender) Send(ctx context.Context, request string, payload map[string]any) error {
 	return s.enqueue(ctx, request, payload, false)
 }
@@ -105,7 +104,7 @@ func (s *Sender) Finish(ctx context.Context, request string, payload map[string]
 }
 
 func (s *Sender) enqueue(ctx context.Context, request string, payload map[string]any, last bool) error {
-	if err := checkName("request", request); err != nil {
+	if err := checkRequest(request, s.from); err != nil {
 		return err
 	}
 	chunk, err := newChunk(payload, last)
@@ -142,7 +141,7 @@ func (s *Sender) enqueue(ctx context.Context, request string, payload map[string
 	if last {
 		s.finished[request] = true
 	}
-	s.queue = append(s.queue, op{key: Key(request, s.from, n), chunk: chunk})
+	s.queue = append(s.queue, op{request: request, n: n, chunk: chunk})
 	s.mu.Unlock()
 	s.nudge()
 	return nil
@@ -261,10 +260,11 @@ func (s *Sender) run() {
 		}
 		if skip {
 			s.dropped.Add(1)
-		} else if _, _, err := s.t.Put(s.from, s.to, o.key, o.chunk); err != nil {
+		} else if _, _, err := s.t.Put(s.from, s.to, Key(o.request, s.from, o.n), o.chunk); err != nil {
 			s.mu.Lock()
 			if s.err == nil {
-				s.err = fmt.Errorf("stream: put %s: %w", o.key, err)
+				// The stream's one layer of context: what the caller sent.
+				s.err = fmt.Errorf("stream: request %q chunk %d: %w", o.request, o.n, err)
 			}
 			s.mu.Unlock()
 		} else {

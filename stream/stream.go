@@ -11,6 +11,38 @@
 // for example {"codes": {"audio": int64[1,28]}, "meta": {"finished": false}}.
 // meta.finished is true in the last chunk of a request (Sender.Finish) and
 // false in every other one, as vLLM-Omni's MetaStruct sets it.
+//
+// # Ownership
+//
+// A payload given to Send or Finish, and every tensor in it, is the
+// Sender's until its chunk has been put (the connector copies it then);
+// change it only after that, or send a copy. A chunk returned by
+// Reader.Next is the caller's: nothing in it aliases shared memory. The
+// transport stays the caller's: neither Sender nor Reader closes it.
+//
+// This package creates no file of its own. Each chunk is one publication of
+// the connector (a ring frame or a per-key segment): a Reader's claim
+// retires it, and Sender.Release retires the request's unclaimed ones
+// through CleanupPrefix. Closing the producer's connector retires whatever
+// is still unclaimed, so close the Sender first and the connector once the
+// readers have drained.
+//
+// # A stopped sender
+//
+// A Reader given the producer's process (ReaderOptions.Sender, a proc.ID)
+// watches it through a pidfd and ends with ErrSenderGone once it exits and
+// its published chunks are read; without it, ReaderOptions.ProgressTimeout
+// is the only bound. Either way ctx ends a wait at once.
+//
+// # Errors
+//
+// The stream adds one layer of context, the request and chunk, to the
+// connector's, which names the key:
+//
+//	stream: request "r" chunk 3: connector: put "r_0_3": segment: ...
+//
+// Branch with errors.Is on the sentinels below, connector.ErrBadStage for a
+// stage id and connector.ErrClosed.
 package stream
 
 import (
@@ -18,8 +50,9 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"strings"
 
+	"omnishm/connector"
+	"omnishm/keys"
 	"omnishm/tensor"
 )
 
@@ -32,15 +65,16 @@ var (
 	// ErrFinished is returned by Send and Finish for a request that was
 	// already finished and not yet released.
 	ErrFinished = errors.New("stream: request already finished")
-	// ErrBadRequest is returned for a request id or stage that cannot be part
-	// of a chunk key.
+	// ErrBadRequest is returned for a request id that cannot be part of a
+	// chunk key; it wraps keys.ErrBadKey saying why. (A bad stage id wraps
+	// connector.ErrBadStage.)
 	ErrBadRequest = errors.New("stream: bad request id")
 	// ErrBadChunk is returned for a payload or a received chunk that is not a
 	// map with an optional "meta" map.
 	ErrBadChunk = errors.New("stream: bad chunk")
 	// ErrSenderGone is returned by Reader.Next when the request's producer
-	// made no progress within ReaderOptions.ProgressTimeout or its liveness
-	// check says it is dead.
+	// exited (ReaderOptions.Sender) or made no progress within
+	// ReaderOptions.ProgressTimeout.
 	ErrSenderGone = errors.New("stream: sender gone")
 )
 
@@ -55,11 +89,25 @@ func Key(request, from string, n int) string {
 // digits (SPEC §9), so request "req-1" never reclaims "req-10"'s chunks.
 func Prefix(request, from string) string { return request + "_" + from + "_" }
 
-// checkName rejects ids that cannot be part of a key used as a file name
-// (SPEC §1); the connector checks the whole key again.
-func checkName(what, s string) error {
-	if s == "" || strings.ContainsAny(s, "/\x00") {
-		return fmt.Errorf("%w: %s %q", ErrBadRequest, what, s)
+// checkEdge refuses stage ids that are not stages (connector.ParseStage
+// is their one validator), before anything is sent or read.
+func checkEdge(from, to string) error {
+	for _, s := range []string{from, to} {
+		if _, err := connector.ParseStage(s); err != nil {
+			return fmt.Errorf("stream: edge %q->%q: %w", from, to, err)
+		}
+	}
+	return nil
+}
+
+// checkRequest refuses a request id whose chunk keys cannot name a
+// publication, by asking the key rules' one owner about its first key.
+func checkRequest(request, from string) error {
+	if request == "" {
+		return fmt.Errorf("%w: empty", ErrBadRequest)
+	}
+	if err := keys.Check(Key(request, from, 0)); err != nil {
+		return fmt.Errorf("%w %q: %w", ErrBadRequest, keys.Shorten(request), err)
 	}
 	return nil
 }

@@ -69,11 +69,11 @@ func (e edgeFlags) check(inv *invocation) (int, bool) {
 
 // open opens a connector for stage, configured from the flags.
 func (e edgeFlags) open(stage string) (*connector.SHM, error) {
-	opts := connector.DefaultOptions()
-	opts.StageID = stage
-	opts.WakeupScope = *e.scope
-	opts.HostRingBytes = *e.ringBytes
-	return connector.Open(opts)
+	return connector.Open(connector.Options{
+		StageID:       connector.Stage(stage),
+		WakeupScope:   *e.scope,
+		HostRingBytes: connector.RingBytes(*e.ringBytes), // --ring-bytes 0: per-key only
+	})
 }
 
 func runSend(ctx context.Context, args []string, inv *invocation) int {

@@ -1,0 +1,71 @@
+// Package connector is the one object a pipeline stage uses to move
+// payloads along its edges: vLLM-Omni's SharedMemoryConnector in Go
+// (SPEC §9), byte-compatible with the Python one, so a Go stage and a Python
+// stage on one host exchange payloads in either direction.
+//
+// # Using it
+//
+// Open a connector per process with Options (the zero value is the
+// defaults), or build one from a configuration with New. Put publishes a
+// payload under a key on an edge (from, to); exactly one Get or Recv, in
+// any process of the deployment, claims it. A miss is ok=false, not an
+// error. Stage ids are ASCII decimal digits (Stage, ParseStage); both ends
+// of an edge must open their connectors with the same WakeupScope.
+//
+// A put takes the host ring (package ring) when the ring is on and both
+// stage ids are numeric and the payload fits a quarter of the ring; else,
+// or when the ring is full, a per-key segment (package segment). After a
+// put the receiving stage's FIFOs get one wakeup byte (package wake), so a
+// Recv sleeping there returns at once.
+//
+// # Memory ownership
+//
+// Put copies the payload (into the ring or a segment) before it returns:
+// the caller may overwrite its buffers at once. A payload returned by Get
+// or Recv is the caller's: nothing in it aliases shared memory, and large
+// tensors own their bytes (they never share a backing array with small
+// values). Descriptors are plain values.
+//
+// # Files in /dev/shm
+//
+// All names come from package scope (SPEC §2, §6, §8). A connector creates:
+//
+//   - per producer and edge, on the first ring put of that edge: a ring
+//     file omni_shm_ring_v1_{uid}_{hash}_{from}_{to}_{pid}_{uuid}, the ring
+//     directory omni_shm_ring_v1_{uid}_{hash} and a marker in it;
+//   - per key that takes the per-key path: the segment {key} and its lock
+//     file shm_{key}_lockfile.lock;
+//   - for a stage with wakeups on: the wake directory
+//     omni_shm_wake_{uid}_{hash} and one FIFO {stage}_{uuid} in it.
+//
+// Close unlinks the connector's rings and markers (and the ring directory
+// once empty), its unclaimed segments and its FIFO, and retires its
+// unclaimed frames. A receiver's Get removes the segment it claims and its
+// lock file; it never unlinks another producer's ring. If the process dies
+// without Close, its crash watchdog (package watchdog, a child process
+// started with the first file) unlinks its rings and segments; what is left
+// is data-free and `omnishm prune` removes it.
+//
+// # Errors and logs
+//
+// Errors are returned, never logged, and carry context once per layer: the
+// packages below name the operation and the file, the connector adds the
+// operation and the key, a caller above what it alone knows:
+//
+//	connector: get "req-1_0_3": wire: corrupt msgpack: ...
+//
+// Branch with errors.Is on ErrClosed, ErrBadKey, ErrBadStage,
+// ErrBadDescriptor and ErrUnknownConnector. What is not an error of any call (a ring that cannot
+// be set up for an edge, which then falls back to segments; a missing
+// wakeup FIFO, which makes Recv poll; an unavailable watchdog) is logged
+// once to Options.Logger.
+//
+// # Other transports
+//
+// Transport and Receiver are what every connector implements; a transport
+// for stages on other hosts implements Receiver and calls Register, and New
+// builds it from a configuration naming it.
+//
+// The package builds on Linux only: shared memory, flock and pidfds are
+// Linux's.
+package connector

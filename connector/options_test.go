@@ -1,0 +1,142 @@
+package connector_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"omnishm/connector"
+	"omnishm/internal/conntest"
+	"omnishm/internal/shmtest"
+	"omnishm/ring"
+	"omnishm/scope"
+)
+
+// The zero Options are the defaults: a ring, wakeups on (a stage gets its
+// FIFO). DisableWakeups and NoRing turn them off.
+func TestZeroOptionsAreTheDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		opts       connector.Options
+		ring, fifo bool
+	}{
+		{"zero", connector.Options{}, true, true},
+		{"no ring", connector.Options{HostRingBytes: connector.NoRing}, false, true},
+		{"no wakeups", connector.Options{DisableWakeups: true}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.opts
+			o.WakeupScope, o.StageID = shmtest.Scope(t), "1"
+			receiver, err := connector.Open(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer receiver.Close()
+			o.StageID = "0"
+			sender, err := connector.Open(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sender.Close()
+			fifos, _ := filepath.Glob(receiver.Names().WakeDir + "/1_*")
+			if (len(fifos) == 1) != tc.fifo {
+				t.Fatalf("FIFOs %v", fifos)
+			}
+			key := shmtest.Key("zero")
+			if d := conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(3, 0)); (d.HostRing != nil) != tc.ring {
+				t.Fatalf("took %v", d)
+			}
+			conntest.MustGet(t, receiver, "0", "1", key, nil)
+		})
+	}
+}
+
+// Malformed stage ids and ring sizes are refused at Open, before anything
+// is created, with an error callers can branch on.
+func TestOpenRefusesBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		opts connector.Options
+		want error
+	}{
+		{connector.Options{StageID: "talker"}, connector.ErrBadStage},
+		{connector.Options{StageID: "-1"}, connector.ErrBadStage},
+		{connector.Options{StageID: " 1"}, connector.ErrBadStage},
+		{connector.Options{StageID: "1/2"}, connector.ErrBadStage},
+		{connector.Options{StageID: "１"}, connector.ErrBadStage}, // not ASCII
+		{connector.Options{HostRingBytes: 100}, ring.ErrCapacity},
+		{connector.Options{HostRingBytes: -2}, ring.ErrCapacity},
+		{connector.Options{HostRingBytes: ring.MaxCapacity + 1}, ring.ErrCapacity},
+	} {
+		s := shmtest.Scope(t)
+		tc.opts.WakeupScope = s
+		if c, err := connector.Open(tc.opts); !errors.Is(err, tc.want) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("Open(%+v) = %v, want %v", tc.opts, err, tc.want)
+		}
+		if _, err := os.Stat(scope.New(s).WakeDir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Open(%+v) created %s", tc.opts, scope.New(s).WakeDir)
+		}
+	}
+	for _, s := range []string{"0", "12", "007"} {
+		if st, err := connector.ParseStage(s); err != nil || string(st) != s {
+			t.Errorf("ParseStage(%q) = %q, %v", s, st, err)
+		}
+	}
+	if _, err := connector.ParseStage(""); !errors.Is(err, connector.ErrBadStage) {
+		t.Errorf("ParseStage(\"\") = %v", err)
+	}
+}
+
+// Recv on an endpoint without a stage cannot be served: it fails at once.
+func TestRecvWithoutStage(t *testing.T) {
+	c := conntest.Open(t, shmtest.Scope(t), connector.NoStage, connector.NoRing)
+	if _, _, err := c.Recv(t.Context(), "0", "k"); !errors.Is(err, connector.ErrBadStage) {
+		t.Fatalf("recv: %v", err)
+	}
+}
+
+// Each layer adds its context once: the connector the operation and the
+// key, the packages below the file; sentinels survive the wrapping.
+func TestErrorsCarryContextOnce(t *testing.T) {
+	sender, receiver := conntest.Edge(t, 4096)
+	key := shmtest.Key("ctx")
+	conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(3, 0))
+	for _, tc := range []struct {
+		desc *connector.Descriptor
+		want error
+	}{
+		{&connector.Descriptor{}, connector.ErrBadDescriptor},
+		{&connector.Descriptor{HostRing: &connector.RingHandle{Name: "not-a-ring"}}, connector.ErrBadDescriptor},
+	} {
+		_, _, ok, err := receiver.Get("0", "1", key, tc.desc)
+		if ok || !errors.Is(err, tc.want) {
+			t.Fatalf("get with %+v: ok=%v err=%v, want %v", tc.desc, ok, err, tc.want)
+		}
+		if msg := err.Error(); strings.Count(msg, "connector:") != 1 || !strings.HasPrefix(msg, `connector: get "`+key+`": `) {
+			t.Fatalf("error %q: want one connector context naming the key", msg)
+		}
+	}
+	// A segment holding garbage: the layer below says what is wrong.
+	bad := shmtest.Key("garbage")
+	for name, data := range map[string][]byte{bad: {0xc1, 0xc1}, scope.LockName(bad): nil} {
+		if err := os.WriteFile(scope.Path(name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(scope.Path(name)) })
+	}
+	_, _, _, err := receiver.Get("0", "1", bad, nil)
+	if err == nil || strings.Count(err.Error(), "connector:") != 1 || !strings.HasPrefix(err.Error(), `connector: get "`+bad+`": `) {
+		t.Fatalf("get of garbage: %v", err)
+	}
+	t.Log(err)
+	for _, key := range []string{"", "a/b"} {
+		_, _, err := sender.Put("0", "1", key, 1)
+		if !errors.Is(err, connector.ErrBadKey) || strings.Count(err.Error(), "connector:") != 1 {
+			t.Fatalf("put %q: %v", key, err)
+		}
+	}
+}

@@ -1,0 +1,136 @@
+// Package conntest is the test harness of code that uses a connector:
+// connectors on a test's own scope that close when the test ends, the
+// put/get checks every such test repeats, and a payload whose values are
+// known. It builds on shmtest (scopes, keys, child processes).
+package conntest
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"omnishm/connector"
+	"omnishm/internal/shmtest"
+	"omnishm/ring"
+	"omnishm/scope"
+	"omnishm/tensor"
+)
+
+// Rings are the ring settings a transport test runs under: the default
+// ring, a 4 KiB ring that fills up and falls back to per-key segments part
+// of the time, and per-key segments only.
+var Rings = []struct {
+	Name  string
+	Bytes int // Options.HostRingBytes
+}{{"ring", ring.DefaultCapacity}, {"small-ring", ring.MinCapacity}, {"per-key", connector.NoRing}}
+
+// Open opens a connector as stage on scope with HostRingBytes ringBytes
+// (connector.NoRing for per-key only), closed when the test ends.
+func Open(tb testing.TB, scope string, stage connector.Stage, ringBytes int) *connector.SHM {
+	tb.Helper()
+	c, err := connector.Open(connector.Options{WakeupScope: scope, StageID: stage, HostRingBytes: ringBytes})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return c
+}
+
+// Edge opens both ends of edge 0->1 on a scope of the test's own.
+func Edge(tb testing.TB, ringBytes int) (sender, receiver *connector.SHM) {
+	tb.Helper()
+	s := shmtest.Scope(tb)
+	return Open(tb, s, "0", ringBytes), Open(tb, s, "1", ringBytes)
+}
+
+// MustPut puts v and fails the test on an error.
+func MustPut(tb testing.TB, c connector.Transport, from, to, key string, v any) connector.Descriptor {
+	tb.Helper()
+	_, d, err := c.Put(from, to, key, v)
+	if err != nil {
+		tb.Fatalf("put %q: %v", key, err)
+	}
+	return d
+}
+
+// MustGet claims key and fails the test on a miss or an error.
+func MustGet(tb testing.TB, c connector.Transport, from, to, key string, d *connector.Descriptor) any {
+	tb.Helper()
+	v, _, ok, err := c.Get(from, to, key, d)
+	if err != nil || !ok {
+		tb.Fatalf("get %q: ok=%v err=%v", key, ok, err)
+	}
+	return v
+}
+
+// Missing fails the test unless a get of key misses without an error.
+func Missing(tb testing.TB, c connector.Transport, from, to, key string, d *connector.Descriptor) {
+	tb.Helper()
+	v, _, ok, err := c.Get(from, to, key, d)
+	if err != nil || ok {
+		tb.Fatalf("get %q: want a miss, got ok=%v v=%v err=%v", key, ok, v, err)
+	}
+}
+
+// Codes returns {"codes": int64[n]} with values start, start+1, ...
+func Codes(n int, start int64) map[string]any {
+	vals := make([]int64, n)
+	for i := range vals {
+		vals[i] = start + int64(i)
+	}
+	t, _ := tensor.FromSlice(vals)
+	return map[string]any{"codes": t}
+}
+
+// Int64s returns the values of v, which must be an int64 tensor.
+func Int64s(tb testing.TB, v any) []int64 {
+	tb.Helper()
+	tt, ok := v.(*tensor.Tensor)
+	if !ok {
+		tb.Fatalf("want a tensor, got %T", v)
+	}
+	vals, err := tensor.Values[int64](tt)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return vals
+}
+
+// CodesOf returns the values of a Codes payload as received.
+func CodesOf(tb testing.TB, payload any) []int64 {
+	tb.Helper()
+	m, ok := payload.(map[string]any)
+	if !ok {
+		tb.Fatalf("want a map, got %T", payload)
+	}
+	return Int64s(tb, m["codes"])
+}
+
+// RemoveAtEnd removes, when the test ends, what producers of names that were
+// killed without Close may leave: their rings, the ring directory with its
+// markers, the wake directory with its FIFOs, and the segments and lock
+// files of keys starting with one of keyPrefixes (`omnishm prune` does this
+// in a deployment; the crash watchdog may have removed some already). Call
+// it before opening the test's connectors, so it runs after they close.
+func RemoveAtEnd(tb testing.TB, names scope.Names, keyPrefixes ...string) {
+	tb.Cleanup(func() {
+		os.RemoveAll(names.RingDir())
+		os.RemoveAll(names.WakeDir)
+		entries, _ := os.ReadDir(scope.ShmDir)
+		for _, e := range entries {
+			n := e.Name()
+			key, isLock := scope.LockKey(n)
+			if !isLock {
+				key = n
+			}
+			if strings.HasPrefix(n, names.RingPrefix()) || slices.ContainsFunc(keyPrefixes, func(p string) bool { return strings.HasPrefix(key, p) }) {
+				os.Remove(scope.Path(n))
+			}
+		}
+	})
+}

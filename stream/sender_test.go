@@ -1,0 +1,249 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"omnishm/internal/shmtest"
+)
+
+// TestReleaseReclaimsUndrained mirrors the seed's
+// test_shm_release_reclaims_undrained_chunks_after_finish: three chunks,
+// the receiver drains one, release reclaims exactly the other two, and a
+// sibling whose id shares the prefix keeps its chunk.
+func TestReleaseReclaimsUndrained(t *testing.T) {
+	m := newMem()
+	s := mustSender(t, m, SenderOptions{})
+	ctx := context.Background()
+	const req, sibling = "req-1", "req-10"
+	for n := range 3 {
+		send := s.Send
+		if n == 2 {
+			send = s.Finish
+		}
+		if err := send(ctx, req, map[string]any{"n": n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Send(ctx, sibling, map[string]any{"who": "sibling"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := mustReader(t, m, req, ReaderOptions{}).Next(ctx)
+	if err != nil || c["n"] != 0 {
+		t.Fatalf("first chunk %v, %v", c, err)
+	}
+	if got := <-s.Release(req); got != 2 {
+		t.Fatalf("release reclaimed %d, want 2", got)
+	}
+	if s.Reclaimed() != 2 {
+		t.Fatalf("Reclaimed = %d", s.Reclaimed())
+	}
+	for _, k := range []string{"req-1_0_1", "req-1_0_2"} {
+		if m.has(k) {
+			t.Fatalf("%s not reclaimed", k)
+		}
+	}
+	p, _, ok, _ := m.Get("0", "1", "req-10_0_0", nil)
+	if !ok || p.(map[string]any)["who"] != "sibling" {
+		t.Fatalf("sibling chunk: %v %v", p, ok)
+	}
+	// Released: the id may start a new stream.
+	if err := s.Send(ctx, req, nil); err != nil {
+		t.Fatalf("send after release: %v", err)
+	}
+}
+
+// TestReleaseQueuedBehindSends: nothing is retired before the sends
+// enqueued ahead of the release have run.
+func TestReleaseQueuedBehindSends(t *testing.T) {
+	m := newMem()
+	g := newGated(m)
+	s := mustSender(t, g, SenderOptions{})
+	ctx := context.Background()
+	for n := range 3 {
+		if err := s.Send(ctx, "req-1", map[string]any{"n": n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := s.Release("req-1")
+	if k := <-g.started; k != "req-1_0_0" {
+		t.Fatalf("first put %s", k)
+	}
+	// The worker is inside the first Put: the release has not run.
+	select {
+	case n := <-released:
+		t.Fatalf("release ran before the sends: %d", n)
+	default:
+	}
+	if s.Reclaimed() != 0 || slices.Contains(m.log(), "cleanup_prefix req-1_0_") {
+		t.Fatalf("cleanup before the sends ran: %v", m.log())
+	}
+	for range 3 {
+		g.gate <- struct{}{}
+	}
+	if n := <-released; n != 3 {
+		t.Fatalf("reclaimed %d, want the 3 undrained chunks", n)
+	}
+	want := []string{"put req-1_0_0", "put req-1_0_1", "put req-1_0_2", "cleanup_prefix req-1_0_"}
+	if got := m.log(); !slices.Equal(got, want) {
+		t.Fatalf("calls %v, want %v", got, want)
+	}
+}
+
+func TestFinishThenSendFails(t *testing.T) {
+	s := mustSender(t, newMem(), SenderOptions{})
+	ctx := context.Background()
+	if err := s.Finish(ctx, "r", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(ctx, "r", nil); !errors.Is(err, ErrFinished) {
+		t.Fatalf("send after finish: %v", err)
+	}
+}
+
+// TestBoundedQueue: a full queue blocks Send (until room, ctx or Close) or
+// fails it, by option; it never grows past the limit.
+func TestBoundedQueue(t *testing.T) {
+	const limit = 3
+	fill := func(t *testing.T, opts SenderOptions) (*Sender, *gatedTransport, *memTransport) {
+		m := newMem()
+		g := newGated(m)
+		opts.QueueLimit = limit
+		s := mustSender(t, g, opts)
+		for n := range limit {
+			if err := s.Send(context.Background(), "r", map[string]any{"n": n}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		<-g.started // chunk 0 is being put and still holds its slot
+		t.Cleanup(func() { close(g.gate) })
+		return s, g, m
+	}
+	t.Run("fail", func(t *testing.T) {
+		s, g, _ := fill(t, SenderOptions{FailWhenFull: true})
+		if err := s.Send(context.Background(), "r", nil); !errors.Is(err, ErrQueueFull) {
+			t.Fatalf("send on full queue: %v", err)
+		}
+		g.gate <- struct{}{} // chunk 0 put: one slot frees
+		shmtest.Eventually(t, 10*time.Second, "a free slot", func() bool {
+			return s.Send(context.Background(), "r", map[string]any{"n": limit}) == nil
+		})
+	})
+	t.Run("block until ctx", func(t *testing.T) {
+		s, _, _ := fill(t, SenderOptions{})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Send(ctx, "r", nil) }()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("blocked send: %v", err)
+		}
+	})
+	t.Run("block until room", func(t *testing.T) {
+		s, g, m := fill(t, SenderOptions{})
+		done := make(chan error, 1)
+		go func() { done <- s.Send(context.Background(), "r", map[string]any{"n": limit}) }()
+		g.gate <- struct{}{}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		for range limit {
+			<-g.started
+			g.gate <- struct{}{}
+		}
+		rd := mustReader(t, m, "r", ReaderOptions{})
+		for n := range limit + 1 {
+			c, err := rd.Next(context.Background())
+			if err != nil || c["n"] != n {
+				t.Fatalf("chunk %d: %v %v", n, c, err)
+			}
+		}
+	})
+	t.Run("block until close", func(t *testing.T) {
+		s, g, _ := fill(t, SenderOptions{AbortOnClose: true})
+		done := make(chan error, 1)
+		go func() { done <- s.Send(context.Background(), "r", nil) }()
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close() }()
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Fatalf("blocked send after close: %v", err)
+		}
+		g.gate <- struct{}{}
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestCloseModes: Close puts what is queued, or drops it with AbortOnClose.
+func TestCloseModes(t *testing.T) {
+	for _, c := range []struct {
+		abort bool
+		puts  int
+	}{{false, 4}, {true, 1}} {
+		t.Run(fmt.Sprintf("abort=%v", c.abort), func(t *testing.T) {
+			m := newMem()
+			g := newGated(m)
+			s := mustSender(t, g, SenderOptions{AbortOnClose: c.abort})
+			for range 4 {
+				if err := s.Send(context.Background(), "r", nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			released := s.Release("r")
+			<-g.started
+			closed := make(chan error, 1)
+			go func() { closed <- s.Close() }()
+			// Let chunk 0 through only once Close has decided what to do
+			// with the rest.
+			shmtest.Eventually(t, 10*time.Second, "close to begin", func() bool {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return s.closed
+			})
+			go func() {
+				for range c.puts {
+					g.gate <- struct{}{}
+				}
+			}()
+			if err := <-closed; err != nil {
+				t.Fatal(err)
+			}
+			if s.Puts() != c.puts || int(s.dropped.Load()) != 4-c.puts {
+				t.Fatalf("puts %d dropped %d", s.Puts(), s.dropped.Load())
+			}
+			if n := <-released; n != c.puts {
+				t.Fatalf("release after close reclaimed %d, want %d", n, c.puts)
+			}
+			if err := s.Send(context.Background(), "r2", nil); !errors.Is(err, ErrClosed) {
+				t.Fatalf("send after close: %v", err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatalf("second close: %v", err)
+			}
+		})
+	}
+}
+
+func TestPutErrorReported(t *testing.T) {
+	m := newMem()
+	m.putErr = errBoom
+	s := mustSender(t, m, SenderOptions{})
+	if err := s.Send(context.Background(), "r", nil); err != nil {
+		t.Fatal(err)
+	}
+	shmtest.Eventually(t, 10*time.Second, "the put error", func() bool { return s.Err() != nil })
+	if !errors.Is(s.Err(), errBoom) || s.Err().Error() != `stream: request "r" chunk 0: boom` {
+		t.Fatalf("Err = %v", s.Err())
+	}
+	if err := s.Send(context.Background(), "r", nil); !errors.Is(err, errBoom) {
+		t.Fatalf("next send: %v", err)
+	}
+	if err := s.Close(); !errors.Is(err, errBoom) {
+		t.Fatalf("close: %v", err)
+	}
+}
