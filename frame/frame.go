@@ -203,51 +203,17 @@ func Decode(b []byte) (any, error) {
 	if headerLen > uint64(len(b)-4) || align16(4+int(headerLen)) > len(b) {
 		return nil, corrupt("header of %d bytes in a %d-byte payload", headerLen, len(b))
 	}
-	dataStart := align16(4 + int(headerLen))
-	data := b[dataStart:]
-	h := reader{b: b[4 : 4+headerLen]}
-	if n, err := h.arrayLen(); err != nil || n != 3 {
-		return nil, corrupt("header is not [descriptors, tree, nonce]")
-	}
-	count, err := h.arrayLen()
-	if err != nil {
-		return nil, err
-	}
-	if count > len(h.b)/4 { // a descriptor takes at least 4 bytes
-		return nil, corrupt("%d descriptors in a %d-byte header", count, headerLen)
-	}
+	data := b[align16(4+int(headerLen)):]
 	var small [8]descriptor
-	descs := small[:0]
-	// Every tensor's shape is a window of one dimension list.
-	dims := make([]int, 0, 2*count)
-	extent, total := 0, 0
-	for i := range count {
-		d, err := h.descriptor(&dims, len(data))
-		if err != nil {
-			return nil, fmt.Errorf("descriptor %d: %w", i, err)
-		}
-		// A writer's regions are disjoint, so they total at most the data
-		// area; overlapping ones would make a large frame's per-tensor
-		// copies (below) a multiple of its size.
-		if total += d.size; total > len(data) {
-			return nil, corrupt("descriptor %d: tensors total more than the %d-byte data area", i, len(data))
-		}
-		extent = max(extent, d.offset+d.size)
-		descs = append(descs, d)
-	}
-	tree, err := h.bin()
+	descs, dims, tree, nonce, err := readHeader(wire.NewReader(b[4:4+headerLen]), len(data), small[:0])
 	if err != nil {
-		return nil, err
-	}
-	nonce, err := h.bin()
-	if err != nil {
-		return nil, err
-	}
-	if len(h.b) != 0 {
-		return nil, corrupt("%d bytes after the header", len(h.b))
+		return nil, corrupt("header: %w", err)
 	}
 
-	shapes := dims
+	extent := 0
+	for _, d := range descs {
+		extent = max(extent, d.offset+d.size)
+	}
 	tensors := make([]tensor.Tensor, len(descs))
 	var storage []byte
 	if len(data) <= ownerLimit || len(descs) == 1 {
@@ -257,7 +223,7 @@ func Decode(b []byte) (any, error) {
 	for i, d := range descs {
 		t := &tensors[i]
 		t.DType = d.dtype
-		t.Shape = shapes[d.dims : d.dims+d.rank : d.dims+d.rank]
+		t.Shape = dims[d.dims : d.dims+d.rank : d.dims+d.rank]
 		switch {
 		case d.size == 0:
 			t.Data = []byte{}
