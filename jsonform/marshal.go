@@ -58,22 +58,8 @@ func (e *encoder) value(v any) error {
 		e.buf = strconv.AppendBool(e.buf, x)
 	case int:
 		e.buf = strconv.AppendInt(e.buf, int64(x), 10)
-	case int8:
-		e.buf = strconv.AppendInt(e.buf, int64(x), 10)
-	case int16:
-		e.buf = strconv.AppendInt(e.buf, int64(x), 10)
-	case int32:
-		e.buf = strconv.AppendInt(e.buf, int64(x), 10)
-	case int64:
+	case int64: // what decoders yield; other integer types go by reflection
 		e.buf = strconv.AppendInt(e.buf, x, 10)
-	case uint:
-		e.buf = strconv.AppendUint(e.buf, uint64(x), 10)
-	case uint8:
-		e.buf = strconv.AppendUint(e.buf, uint64(x), 10)
-	case uint16:
-		e.buf = strconv.AppendUint(e.buf, uint64(x), 10)
-	case uint32:
-		e.buf = strconv.AppendUint(e.buf, uint64(x), 10)
 	case uint64:
 		e.buf = strconv.AppendUint(e.buf, x, 10)
 	case float32:
