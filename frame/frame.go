@@ -1,7 +1,29 @@
 // Package frame is the tensor frame (SPEC §4, payload kind 1): a msgpack
 // header naming each tensor's dtype, shape and offset, then the tensors' raw
 // bytes, 16-aligned, so a producer copies tensor data straight into shared
-// memory and a receiver copies it straight out.
+// memory and a receiver copies it straight out. A payload without tensors
+// has no frame form: it travels as plain msgpack (kind 0, package wire).
+//
+// Sending is two steps, so the caller can reserve room before copying:
+// Prepare walks the payload and lays the frame out, Size says how much room
+// it needs, Write copies it into that room (a ring slot). Marshal does both
+// into a new buffer. Receiving is Decode; Detect tells a frame from plain
+// msgpack when the kind is not known. The msgpack of the header and the
+// tree is package wire's: this package adds the layout, the references
+// (ext 42 with the message's nonce) and the receiver's allocation rule.
+//
+// # Ownership
+//
+//   - A Prepared refers to the payload's tensors without copying them: they
+//     must not change size until Write returns, and Write copies their
+//     bytes as they are at that moment.
+//   - Write writes only within dst[:Size()] and keeps no reference to dst.
+//   - Decode returns a value that shares nothing with its input (SPEC §3:
+//     no view of ring memory escapes); small frames' tensors share one
+//     allocation, large frames' tensors each have their own (SPEC §4).
+//
+// Bad input never panics or reads out of bounds: Decode's errors wrap
+// ErrCorrupt (and wire.ErrCorrupt when the msgpack itself is bad).
 package frame
 
 import (
@@ -196,16 +218,12 @@ func (p *Prepared) Write(dst []byte) error {
 // large one alive (SPEC §4). Plain payloads (kind 0) decode with
 // wire.Unmarshal.
 func Decode(b []byte) (any, error) {
-	if len(b) < 4 {
-		return nil, corrupt("%d bytes, no header length", len(b))
+	header, data, err := split(b)
+	if err != nil {
+		return nil, corrupt("%w", err)
 	}
-	headerLen := uint64(binary.LittleEndian.Uint32(b))
-	if headerLen > uint64(len(b)-4) || align16(4+int(headerLen)) > len(b) {
-		return nil, corrupt("header of %d bytes in a %d-byte payload", headerLen, len(b))
-	}
-	data := b[align16(4+int(headerLen)):]
 	var small [8]descriptor
-	descs, dims, tree, nonce, err := readHeader(wire.NewReader(b[4:4+headerLen]), len(data), small[:0])
+	descs, dims, tree, nonce, err := readHeader(wire.NewReader(header), len(data), small[:0])
 	if err != nil {
 		return nil, corrupt("header: %w", err)
 	}
@@ -252,6 +270,53 @@ func Decode(b []byte) (any, error) {
 		return nil, fmt.Errorf("%w: tree: %w", ErrCorrupt, err)
 	}
 	return v, nil
+}
+
+// Detect reports whether b is a tensor frame (payload kind 1) rather than
+// plain msgpack (kind 0), for bytes that come without their kind (a file;
+// in the ring, a frame's kind byte says it, SPEC §3). It checks what Decode
+// checks of the header (the u32 LE header length; [descriptors, tree,
+// nonce] with every tensor inside the data area) and that the nonce has 16
+// bytes; not the tree. Plain msgpack practically never passes: its first
+// four bytes, read as a length, would have to end exactly at the end of
+// such a header. Detect reads only within b and keeps no reference to it.
+func Detect(b []byte) bool {
+	header, data, err := split(b)
+	if err != nil {
+		return false
+	}
+	var small [8]descriptor
+	_, _, _, nonce, err := readHeader(wire.NewReader(header), len(data), small[:0])
+	return err == nil && len(nonce) == nonceSize
+}
+
+// Marshal returns v's payload bytes in memory of their own: a tensor frame
+// if v holds tensors, else its plain msgpack form (SPEC §4), which Detect
+// tells apart. It is Prepare without a limit and Write, for a caller with no
+// shared memory to write into.
+func Marshal(v any) ([]byte, error) {
+	p, err := Prepare(v, 0)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, p.Size())
+	if err := p.Write(b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// split cuts a frame into its header and its data area, checking the u32
+// LE header length against b (SPEC §4).
+func split(b []byte) (header, data []byte, err error) {
+	if len(b) < 4 {
+		return nil, nil, fmt.Errorf("%d bytes, no header length", len(b))
+	}
+	n := uint64(binary.LittleEndian.Uint32(b))
+	if n > uint64(len(b)-4) || align16(4+int(n)) > len(b) {
+		return nil, nil, fmt.Errorf("header of %d bytes in a %d-byte payload", n, len(b))
+	}
+	return b[4 : 4+n], b[align16(4+int(n)):], nil
 }
 
 func corrupt(format string, args ...any) error {

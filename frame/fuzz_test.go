@@ -2,22 +2,20 @@ package frame_test
 
 import (
 	"errors"
-	"omnishm/internal/vectortest"
 	"testing"
 
 	"omnishm/frame"
+	"omnishm/internal/vectortest"
 	"omnishm/tensor"
 )
 
 // FuzzDecode: any bytes decode or fail with ErrCorrupt, never panic or read
-// out of bounds; a decoded frame's tensors are valid and re-encode.
+// out of bounds; a decoded frame's tensors are valid and re-encode to a
+// frame Detect recognises. Detect never panics either.
 func FuzzDecode(f *testing.F) {
-	for _, c := range vectortest.LoadIndex(f) {
-		if c.Frame != "" {
-			f.Add(vectortest.Read(f, c.Frame))
-		}
-	}
+	vectortest.Seed(f, vectortest.Frame)
 	f.Fuzz(func(t *testing.T, b []byte) {
+		frame.Detect(b)
 		v, err := frame.Decode(b)
 		if err != nil {
 			if !errors.Is(err, frame.ErrCorrupt) {
@@ -37,8 +35,8 @@ func FuzzDecode(f *testing.F) {
 		if !p.Tensors() {
 			return // plain msgpack: wire's fuzz target covers it
 		}
-		if err != nil {
-			t.Fatalf("re-encoded frame does not decode: %v", err)
+		if err != nil || !frame.Detect(out) {
+			t.Fatalf("re-encoded frame does not decode (%v) or is not detected", err)
 		}
 		if err := vectortest.SameValue(back, v); err != nil {
 			t.Fatalf("round trip changed the value: %v", err)
