@@ -2,6 +2,7 @@ package jsonform
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -239,15 +240,7 @@ func (e *encoder) pairs(kvs []wire.KV) error {
 		}
 		entries[i] = entry{k, kv.Value}
 	}
-	slices.SortFunc(entries, func(a, b entry) int {
-		switch {
-		case a.key < b.key:
-			return -1
-		case a.key > b.key:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(a.key, b.key) })
 	for i := 1; i < len(entries); i++ {
 		if entries[i].key == entries[i-1].key {
 			return fmt.Errorf("%w: two map keys print as %q", ErrUnsupported, entries[i].key)
