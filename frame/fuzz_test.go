@@ -1,7 +1,6 @@
 package frame_test
 
 import (
-	"errors"
 	"testing"
 
 	"omnishm/frame"
@@ -10,27 +9,15 @@ import (
 )
 
 // FuzzDecode: any bytes decode or fail with ErrCorrupt, never panic or read
-// out of bounds; a decoded frame's tensors are valid and re-encode to a
-// frame Detect recognises. Detect never panics either.
+// out of bounds (nor does Detect); a decoded frame's tensors are valid and
+// re-encode to a frame Detect recognises.
 func FuzzDecode(f *testing.F) {
-	vectortest.Seed(f, vectortest.Frame)
-	f.Fuzz(func(t *testing.T, b []byte) {
+	decode := func(b []byte) (any, error) {
 		frame.Detect(b)
-		v, err := frame.Decode(b)
-		if err != nil {
-			if !errors.Is(err, frame.ErrCorrupt) {
-				t.Fatalf("error not wrapping ErrCorrupt: %v", err)
-			}
-			return
-		}
-		p, err := frame.Prepare(v, 0)
-		if err != nil {
-			t.Fatalf("decoded value does not prepare: %v", err)
-		}
-		out := make([]byte, p.Size())
-		if err := p.Write(out); err != nil {
-			t.Fatal(err)
-		}
+		return frame.Decode(b)
+	}
+	vectortest.FuzzDecoder(f, vectortest.Frame, decode, func(t *testing.T, _ []byte, v any) {
+		p, out := encode(t, v, 0)
 		back, err := frame.Decode(out)
 		if !p.Tensors() {
 			return // plain msgpack: wire's fuzz target covers it
@@ -42,7 +29,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip changed the value: %v", err)
 		}
 		checkTensors(t, back)
-	})
+	}, frame.ErrCorrupt)
 }
 
 func checkTensors(t *testing.T, v any) {

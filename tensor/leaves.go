@@ -106,17 +106,14 @@ const (
 	KindImage                  // *Image; its name is a PIL mode
 )
 
+var kindNames = [...]string{KindTensor: "tensor", KindArray: "ndarray", KindImage: "image"}
+
 // String names the kind as errors print it: "tensor", "ndarray", "image".
 func (k Kind) String() string {
-	switch k {
-	case KindTensor:
-		return "tensor"
-	case KindArray:
-		return "ndarray"
-	case KindImage:
-		return "image"
+	if k < KindTensor || k > KindImage {
+		return fmt.Sprintf("invalid(%d)", uint8(k))
 	}
-	return fmt.Sprintf("invalid(%d)", uint8(k))
+	return kindNames[k]
 }
 
 // NameField is the key of the kind's name field in both the msgpack and

@@ -103,22 +103,11 @@ func (r *Reader) Str() (p []byte, err error) {
 func (r *Reader) Int() (v int64, err error) {
 	start := r.s.pos
 	defer r.undo(start, &err)
-	c, err := r.next()
-	switch {
-	case err != nil:
-		return 0, err
-	case c <= 0x7f:
-		return int64(c), nil
-	case fitsInt64(c):
-		return r.s.signed(c)
-	case c == codeUint64:
-		u, err := r.s.uint(8)
-		if err == nil && u > math.MaxInt64 {
-			return 0, corrupt("integer %d past int64 at offset %d", u, start)
-		}
-		return int64(u), err
+	u, negative, err := r.integer()
+	if err == nil && !negative && u > math.MaxInt64 {
+		return 0, corrupt("integer %d past int64 at offset %d", u, start)
 	}
-	return 0, r.mismatch(c, "an integer")
+	return int64(u), err
 }
 
 // Uint reads an integer, in any of msgpack's forms, whose value is not
@@ -126,22 +115,30 @@ func (r *Reader) Int() (v int64, err error) {
 func (r *Reader) Uint() (v uint64, err error) {
 	start := r.s.pos
 	defer r.undo(start, &err)
+	u, negative, err := r.integer()
+	if err == nil && negative {
+		return 0, corrupt("negative integer %d at offset %d where a non-negative one belongs", int64(u), start)
+	}
+	return u, err
+}
+
+// integer reads an integer of any form: a negative one as the bits of its
+// int64, any other as its uint64.
+func (r *Reader) integer() (u uint64, negative bool, err error) {
 	c, err := r.next()
 	switch {
 	case err != nil:
-		return 0, err
+		return 0, false, err
 	case c <= 0x7f:
-		return uint64(c), nil
+		return uint64(c), false, nil
 	case c >= codeUint8 && c <= codeUint64:
-		return r.s.uint(1 << (c - codeUint8))
-	case fitsInt64(c):
+		u, err := r.s.uint(1 << (c - codeUint8))
+		return u, false, err
+	case fitsInt64(c): // the negative fixints and the signed forms
 		x, err := r.s.signed(c)
-		if err == nil && x < 0 {
-			return 0, corrupt("negative integer %d at offset %d where a non-negative one belongs", x, start)
-		}
-		return uint64(x), err
+		return uint64(x), x < 0, err
 	}
-	return 0, r.mismatch(c, "a non-negative integer")
+	return 0, false, r.mismatch(c, "an integer")
 }
 
 // Ext reads an extension; its Data aliases the input.

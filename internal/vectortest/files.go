@@ -99,16 +99,14 @@ const (
 	JSON                    // C.json: the JSON form, SPEC §10 (every case has one)
 )
 
+var formNames = [...]string{Msgpack: "msgpack", Frame: "frame", JSON: "json"}
+
+// String is the form's file extension without the dot.
 func (f Form) String() string {
-	switch f {
-	case Msgpack:
-		return "msgpack"
-	case Frame:
-		return "frame"
-	case JSON:
-		return "json"
+	if f < Msgpack || f > JSON {
+		return fmt.Sprintf("Form(%d)", int(f))
 	}
-	return fmt.Sprintf("Form(%d)", int(f))
+	return formNames[f]
 }
 
 // File returns the name of the case's file in form f, "" if it has none.
