@@ -113,7 +113,7 @@ func Prepare(v any, limit int) (*Prepared, error) {
 	var scratch [8]byte
 	p.headerLen = 1 + len(wire.AppendArrayHeader(scratch[:0], len(p.regions))) + len(p.desc) +
 		len(wire.AppendBinHeader(scratch[:0], len(p.tree))) + len(p.tree) + 2 + nonceSize
-	if p.headerLen > math.MaxUint32 {
+	if uint64(p.headerLen) > math.MaxUint32 {
 		return nil, fmt.Errorf("frame: header of %d bytes: %w", p.headerLen, ErrTooLarge)
 	}
 	p.size = align16(4+p.headerLen) + p.dataSize
@@ -137,7 +137,7 @@ func (p *Prepared) reference(t *tensor.Tensor) (wire.Ext, error) {
 	}
 	offset := align16(p.dataSize)
 	index := len(p.regions)
-	if index > math.MaxUint32 {
+	if uint64(index) > math.MaxUint32 {
 		return wire.Ext{}, fmt.Errorf("frame: %d tensors: %w", index, ErrTooLarge)
 	}
 	p.regions = append(p.regions, region{t: t, offset: offset, size: len(t.Data)})
