@@ -95,9 +95,14 @@ func (s *decodeState) length(n int) (int, error) {
 	return int(l), nil
 }
 
+// truncated reports the end of the input where a value should start.
+func (s *decodeState) truncated() error {
+	return corrupt("truncated at offset %d", s.pos)
+}
+
 func (s *decodeState) value() (any, error) {
 	if s.pos >= len(s.b) {
-		return nil, corrupt("truncated at offset %d", s.pos)
+		return nil, s.truncated()
 	}
 	c := s.b[s.pos]
 	s.pos++
@@ -216,10 +221,24 @@ func (s *decodeState) strBytes(n int) ([]byte, error) {
 		return nil, err
 	}
 	// msgspec refuses invalid UTF-8 in a str; so does the receiver here.
-	if !utf8.Valid(p) {
+	if !validUTF8(p) {
 		return nil, corrupt("invalid UTF-8 string at offset %d", s.pos-n)
 	}
 	return p, nil
+}
+
+// validUTF8 is utf8.Valid with a quicker pass for the short ASCII strings
+// payloads are full of (keys, dtype names).
+func validUTF8(p []byte) bool {
+	if len(p) > 16 {
+		return utf8.Valid(p)
+	}
+	for _, c := range p {
+		if c >= utf8.RuneSelf {
+			return utf8.Valid(p)
+		}
+	}
+	return true
 }
 
 // bin takes the bin whose type byte c was just read, aliasing the input.
@@ -510,7 +529,7 @@ func leafFields(get func(string) (any, bool), nameKey string) (string, []int, []
 func (s *decodeState) skip() error {
 	for left := 1; left > 0; left-- {
 		if s.pos >= len(s.b) {
-			return corrupt("truncated at offset %d", s.pos)
+			return s.truncated()
 		}
 		c := s.b[s.pos]
 		s.pos++

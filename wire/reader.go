@@ -6,8 +6,8 @@ import "math"
 // that knows which type comes next (the tensor frame's header, SPEC §4). It
 // is Decoder's reader: every length is checked against the bytes left
 // before use, so bad input gives an error wrapping ErrCorrupt and never
-// reads out of bounds or allocates for a forged length. A failed read
-// takes nothing: the position stays where it was.
+// reads out of bounds or allocates for a forged length. After an error the
+// position is unspecified: stop reading.
 //
 // Ownership: the bytes returned by Bin, Str and Ext alias the input and are
 // valid as long as it is; copy what must outlive it. A Reader never writes
@@ -24,18 +24,10 @@ func NewReader(b []byte) *Reader {
 // Len is the number of bytes not read yet.
 func (r *Reader) Len() int { return len(r.s.b) - r.s.pos }
 
-// undo, deferred with the position a read starts at, puts the position
-// back if the read failed.
-func (r *Reader) undo(start int, err *error) {
-	if *err != nil {
-		r.s.pos = start
-	}
-}
-
 // next takes the next type byte.
 func (r *Reader) next() (byte, error) {
 	if r.s.pos >= len(r.s.b) {
-		return 0, corrupt("truncated at offset %d", r.s.pos)
+		return 0, r.s.truncated()
 	}
 	r.s.pos++
 	return r.s.b[r.s.pos-1], nil
@@ -48,17 +40,16 @@ func (r *Reader) mismatch(c byte, want string) error {
 
 // ArrayLen reads an array's header and returns its number of elements,
 // which is at most Len() (each takes at least a byte). The elements follow.
-func (r *Reader) ArrayLen() (n int, err error) {
-	defer r.undo(r.s.pos, &err)
+func (r *Reader) ArrayLen() (int, error) {
 	c, err := r.next()
 	switch {
 	case err != nil:
 		return 0, err
 	case c >= fixArray && c < fixStr:
-		if n = int(c & 0x0f); n > r.Len() {
-			return 0, corrupt("array of %d past the end at offset %d", n, r.s.pos)
+		if n := int(c & 0x0f); n <= r.Len() {
+			return n, nil
 		}
-		return n, nil
+		return 0, corrupt("array of %d past the end at offset %d", c&0x0f, r.s.pos)
 	case c == codeArray16 || c == codeArray32:
 		return r.s.length(2 << (c - codeArray16))
 	}
@@ -66,8 +57,7 @@ func (r *Reader) ArrayLen() (n int, err error) {
 }
 
 // Bin reads a bin and returns its bytes, aliasing the input.
-func (r *Reader) Bin() (p []byte, err error) {
-	defer r.undo(r.s.pos, &err)
+func (r *Reader) Bin() ([]byte, error) {
 	c, err := r.next()
 	switch {
 	case err != nil:
@@ -80,8 +70,7 @@ func (r *Reader) Bin() (p []byte, err error) {
 
 // Str reads a str and returns its bytes: valid UTF-8 aliasing the input
 // (m[string(p)] looks it up in a map without a copy).
-func (r *Reader) Str() (p []byte, err error) {
-	defer r.undo(r.s.pos, &err)
+func (r *Reader) Str() ([]byte, error) {
 	c, err := r.next()
 	switch {
 	case err != nil:
@@ -100,9 +89,8 @@ func (r *Reader) Str() (p []byte, err error) {
 
 // Int reads an integer, in any of msgpack's forms, whose value fits an
 // int64.
-func (r *Reader) Int() (v int64, err error) {
+func (r *Reader) Int() (int64, error) {
 	start := r.s.pos
-	defer r.undo(start, &err)
 	u, negative, err := r.integer()
 	if err == nil && !negative && u > math.MaxInt64 {
 		return 0, corrupt("integer %d past int64 at offset %d", u, start)
@@ -112,9 +100,8 @@ func (r *Reader) Int() (v int64, err error) {
 
 // Uint reads an integer, in any of msgpack's forms, whose value is not
 // negative (a signed form holding a non-negative value included).
-func (r *Reader) Uint() (v uint64, err error) {
+func (r *Reader) Uint() (uint64, error) {
 	start := r.s.pos
-	defer r.undo(start, &err)
 	u, negative, err := r.integer()
 	if err == nil && negative {
 		return 0, corrupt("negative integer %d at offset %d where a non-negative one belongs", int64(u), start)
@@ -142,8 +129,7 @@ func (r *Reader) integer() (u uint64, negative bool, err error) {
 }
 
 // Ext reads an extension; its Data aliases the input.
-func (r *Reader) Ext() (e Ext, err error) {
-	defer r.undo(r.s.pos, &err)
+func (r *Reader) Ext() (Ext, error) {
 	c, err := r.next()
 	switch {
 	case err != nil:
@@ -157,7 +143,6 @@ func (r *Reader) Ext() (e Ext, err error) {
 // Skip passes over the next value, a container with all it holds. It
 // checks the value's structure (lengths, reserved type bytes), not its
 // content: strings are not checked for UTF-8 nor marker maps built.
-func (r *Reader) Skip() (err error) {
-	defer r.undo(r.s.pos, &err)
+func (r *Reader) Skip() error {
 	return r.s.skip()
 }
