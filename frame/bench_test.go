@@ -35,6 +35,26 @@ func BenchmarkSmallTree(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeSmallTree: the receiving half of BenchmarkSmallTree, where
+// the header is read.
+func BenchmarkDecodeSmallTree(b *testing.B) {
+	ids := make([]int64, 28)
+	audio, _ := tensor.FromSlice(ids, 1, 28)
+	buf, err := frame.Marshal(map[string]any{
+		"codes": map[string]any{"audio": audio},
+		"meta":  map[string]any{"finished": tensor.Scalar(false)},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := frame.Decode(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkLargeTensor: a 1 MiB float32 tensor; compare with
 // BenchmarkLargeTensorBaseline, the two copies any transport makes.
 func BenchmarkLargeTensor(b *testing.B) {

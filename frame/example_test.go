@@ -5,6 +5,7 @@ import (
 
 	"omnishm/frame"
 	"omnishm/tensor"
+	"omnishm/wire"
 )
 
 func ExamplePrepare() {
@@ -28,4 +29,24 @@ func ExamplePrepare() {
 	values, _ := tensor.Values[int64](got)
 	fmt.Println(p.Tensors(), p.Size(), got.Shape, values)
 	// Output: true 120 [1 3] [7 8 9]
+}
+
+func ExampleDetect() {
+	x, _ := tensor.FromSlice([]float32{0.5, 1.5})
+	withTensor, _ := frame.Marshal(map[string]any{"hidden": x})
+	plain, _ := frame.Marshal(map[string]any{"ids": []int64{1, 2}}) // no tensor: msgpack
+
+	for _, b := range [][]byte{withTensor, plain} {
+		var v any
+		var err error
+		if frame.Detect(b) {
+			v, err = frame.Decode(b)
+		} else {
+			v, err = wire.Unmarshal(b)
+		}
+		fmt.Println(frame.Detect(b), v, err)
+	}
+	// Output:
+	// true map[hidden:tensor(float32, shape=[2], 8 bytes)] <nil>
+	// false map[ids:[1 2]] <nil>
 }

@@ -1,7 +1,29 @@
 // Package frame is the tensor frame (SPEC §4, payload kind 1): a msgpack
 // header naming each tensor's dtype, shape and offset, then the tensors' raw
 // bytes, 16-aligned, so a producer copies tensor data straight into shared
-// memory and a receiver copies it straight out.
+// memory and a receiver copies it straight out. A payload without tensors
+// has no frame form: it travels as plain msgpack (kind 0, package wire).
+//
+// Sending is two steps, so the caller can reserve room before copying:
+// Prepare walks the payload and lays the frame out, Size says how much room
+// it needs, Write copies it into that room (a ring slot). Marshal does both
+// into a new buffer. Receiving is Decode; Detect tells a frame from plain
+// msgpack when the kind is not known. The msgpack of the header and the
+// tree is package wire's: this package adds the layout, the references
+// (ext 42 with the message's nonce) and the receiver's allocation rule.
+//
+// # Ownership
+//
+//   - A Prepared refers to the payload's tensors without copying them: they
+//     must not change size until Write returns, and Write copies their
+//     bytes as they are at that moment.
+//   - Write writes only within dst[:Size()] and keeps no reference to dst.
+//   - Decode returns a value that shares nothing with its input (SPEC §3:
+//     no view of ring memory escapes); small frames' tensors share one
+//     allocation, large frames' tensors each have their own (SPEC §4).
+//
+// Bad input never panics or reads out of bounds: Decode's errors wrap
+// ErrCorrupt (and wire.ErrCorrupt when the msgpack itself is bad).
 package frame
 
 import (
@@ -91,7 +113,7 @@ func Prepare(v any, limit int) (*Prepared, error) {
 	var scratch [8]byte
 	p.headerLen = 1 + len(wire.AppendArrayHeader(scratch[:0], len(p.regions))) + len(p.desc) +
 		len(wire.AppendBinHeader(scratch[:0], len(p.tree))) + len(p.tree) + 2 + nonceSize
-	if p.headerLen > math.MaxUint32 {
+	if uint64(p.headerLen) > math.MaxUint32 {
 		return nil, fmt.Errorf("frame: header of %d bytes: %w", p.headerLen, ErrTooLarge)
 	}
 	p.size = align16(4+p.headerLen) + p.dataSize
@@ -115,7 +137,7 @@ func (p *Prepared) reference(t *tensor.Tensor) (wire.Ext, error) {
 	}
 	offset := align16(p.dataSize)
 	index := len(p.regions)
-	if index > math.MaxUint32 {
+	if uint64(index) > math.MaxUint32 {
 		return wire.Ext{}, fmt.Errorf("frame: %d tensors: %w", index, ErrTooLarge)
 	}
 	p.regions = append(p.regions, region{t: t, offset: offset, size: len(t.Data)})
@@ -196,58 +218,20 @@ func (p *Prepared) Write(dst []byte) error {
 // large one alive (SPEC §4). Plain payloads (kind 0) decode with
 // wire.Unmarshal.
 func Decode(b []byte) (any, error) {
-	if len(b) < 4 {
-		return nil, corrupt("%d bytes, no header length", len(b))
-	}
-	headerLen := uint64(binary.LittleEndian.Uint32(b))
-	if headerLen > uint64(len(b)-4) || align16(4+int(headerLen)) > len(b) {
-		return nil, corrupt("header of %d bytes in a %d-byte payload", headerLen, len(b))
-	}
-	dataStart := align16(4 + int(headerLen))
-	data := b[dataStart:]
-	h := reader{b: b[4 : 4+headerLen]}
-	if n, err := h.arrayLen(); err != nil || n != 3 {
-		return nil, corrupt("header is not [descriptors, tree, nonce]")
-	}
-	count, err := h.arrayLen()
+	header, data, err := split(b)
 	if err != nil {
-		return nil, err
-	}
-	if count > len(h.b)/4 { // a descriptor takes at least 4 bytes
-		return nil, corrupt("%d descriptors in a %d-byte header", count, headerLen)
+		return nil, corrupt("%w", err)
 	}
 	var small [8]descriptor
-	descs := small[:0]
-	// Every tensor's shape is a window of one dimension list.
-	dims := make([]int, 0, 2*count)
-	extent, total := 0, 0
-	for i := range count {
-		d, err := h.descriptor(&dims, len(data))
-		if err != nil {
-			return nil, fmt.Errorf("descriptor %d: %w", i, err)
-		}
-		// A writer's regions are disjoint, so they total at most the data
-		// area; overlapping ones would make a large frame's per-tensor
-		// copies (below) a multiple of its size.
-		if total += d.size; total > len(data) {
-			return nil, corrupt("descriptor %d: tensors total more than the %d-byte data area", i, len(data))
-		}
-		extent = max(extent, d.offset+d.size)
-		descs = append(descs, d)
-	}
-	tree, err := h.bin()
+	descs, dims, tree, nonce, err := readHeader(wire.NewReader(header), len(data), small[:0])
 	if err != nil {
-		return nil, err
-	}
-	nonce, err := h.bin()
-	if err != nil {
-		return nil, err
-	}
-	if len(h.b) != 0 {
-		return nil, corrupt("%d bytes after the header", len(h.b))
+		return nil, corrupt("header: %w", err)
 	}
 
-	shapes := dims
+	extent := 0
+	for _, d := range descs {
+		extent = max(extent, d.offset+d.size)
+	}
 	tensors := make([]tensor.Tensor, len(descs))
 	var storage []byte
 	if len(data) <= ownerLimit || len(descs) == 1 {
@@ -257,7 +241,7 @@ func Decode(b []byte) (any, error) {
 	for i, d := range descs {
 		t := &tensors[i]
 		t.DType = d.dtype
-		t.Shape = shapes[d.dims : d.dims+d.rank : d.dims+d.rank]
+		t.Shape = dims[d.dims : d.dims+d.rank : d.dims+d.rank]
 		switch {
 		case d.size == 0:
 			t.Data = []byte{}
@@ -286,6 +270,53 @@ func Decode(b []byte) (any, error) {
 		return nil, fmt.Errorf("%w: tree: %w", ErrCorrupt, err)
 	}
 	return v, nil
+}
+
+// Detect reports whether b is a tensor frame (payload kind 1) rather than
+// plain msgpack (kind 0), for bytes that come without their kind (a file;
+// in the ring, a frame's kind byte says it, SPEC §3). It checks what Decode
+// checks of the header (the u32 LE header length; [descriptors, tree,
+// nonce] with every tensor inside the data area) and that the nonce has 16
+// bytes; not the tree. Plain msgpack practically never passes: its first
+// four bytes, read as a length, would have to end exactly at the end of
+// such a header. Detect reads only within b and keeps no reference to it.
+func Detect(b []byte) bool {
+	header, data, err := split(b)
+	if err != nil {
+		return false
+	}
+	var small [8]descriptor
+	_, _, _, nonce, err := readHeader(wire.NewReader(header), len(data), small[:0])
+	return err == nil && len(nonce) == nonceSize
+}
+
+// Marshal returns v's payload bytes in memory of their own: a tensor frame
+// if v holds tensors, else its plain msgpack form (SPEC §4), which Detect
+// tells apart. It is Prepare without a limit and Write, for a caller with no
+// shared memory to write into.
+func Marshal(v any) ([]byte, error) {
+	p, err := Prepare(v, 0)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, p.Size())
+	if err := p.Write(b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// split cuts a frame into its header and its data area, checking the u32
+// LE header length against b (SPEC §4).
+func split(b []byte) (header, data []byte, err error) {
+	if len(b) < 4 {
+		return nil, nil, fmt.Errorf("%d bytes, no header length", len(b))
+	}
+	n := uint64(binary.LittleEndian.Uint32(b))
+	if n > uint64(len(b)-4) || align16(4+int(n)) > len(b) {
+		return nil, nil, fmt.Errorf("header of %d bytes in a %d-byte payload", n, len(b))
+	}
+	return b[4 : 4+n], b[align16(4+int(n)):], nil
 }
 
 func corrupt(format string, args ...any) error {

@@ -38,71 +38,106 @@ func nonceOf(t testing.TB, b []byte) []byte {
 }
 
 func TestVectors(t *testing.T) {
-	for _, c := range vectortest.LoadIndex(t) {
-		if c.Frame == "" {
-			continue
+	vectortest.Each(t, vectortest.Frame, func(t *testing.T, c vectortest.Case, raw []byte) {
+		got, err := frame.Decode(raw)
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Run(c.Name, func(t *testing.T) {
-			raw := vectortest.Read(t, c.Frame)
-			got, err := frame.Decode(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := vectortest.SameValue(got, vectortest.FromJSON(t, vectortest.Read(t, c.JSON))); err != nil {
-				t.Fatalf("Decode vs JSON: %v", err)
-			}
-			if c.Msgpack == "" {
-				return // conj_tensor: the reference refuses its msgpack form
-			}
-			mp := vectortest.Read(t, c.Msgpack)
-			plain, err := wire.Unmarshal(mp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := vectortest.SameValue(got, plain); err != nil {
-				t.Fatalf("Decode(frame) vs Unmarshal(msgpack): %v", err)
-			}
-			// Prepared again in the reference's map order, the frame is the
-			// reference's byte for byte but for the random nonce.
-			ordered, err := (&wire.Decoder{Ordered: true}).Decode(mp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, ours := encode(t, ordered, 0)
-			ours = bytes.ReplaceAll(ours, nonceOf(t, ours), nonceOf(t, raw))
-			if !bytes.Equal(ours, raw) {
-				t.Fatalf("frame differs:\n got %x\nwant %x", ours, raw)
-			}
-		})
+		if err := vectortest.SameValue(got, vectortest.Want(t, c)); err != nil {
+			t.Fatalf("Decode vs JSON: %v", err)
+		}
+		if c.Msgpack == "" {
+			return // conj_tensor: the reference refuses its msgpack form
+		}
+		mp := vectortest.Read(t, c.Msgpack)
+		plain, err := wire.Unmarshal(mp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := vectortest.SameValue(got, plain); err != nil {
+			t.Fatalf("Decode(frame) vs Unmarshal(msgpack): %v", err)
+		}
+		// Prepared again in the reference's map order, the frame is the
+		// reference's byte for byte but for the random nonce.
+		_, ours := encode(t, decodeOrdered(t, mp), 0)
+		ours = bytes.ReplaceAll(ours, nonceOf(t, ours), nonceOf(t, raw))
+		if !bytes.Equal(ours, raw) {
+			t.Fatalf("frame differs:\n got %x\nwant %x", ours, raw)
+		}
+	})
+}
+
+// decodeOrdered decodes msgpack with its maps in wire order, as Python
+// dicts keep them.
+func decodeOrdered(t testing.TB, mp []byte) any {
+	t.Helper()
+	v, err := (&wire.Decoder{Ordered: true}).Decode(mp)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return v
 }
 
 func TestTensorFreeTreeIsPlainMsgpack(t *testing.T) {
-	for _, c := range vectortest.LoadIndex(t) {
-		if c.Frame != "" {
-			continue
+	vectortest.Each(t, vectortest.Msgpack, func(t *testing.T, c vectortest.Case, mp []byte) {
+		if !c.FrameIsPlainMsgpack {
+			return
 		}
-		t.Run(c.Name, func(t *testing.T) {
-			mp := vectortest.Read(t, c.Msgpack)
-			v, err := (&wire.Decoder{Ordered: true}).Decode(mp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, out := encode(t, v, 1)
-			if p.Tensors() {
-				t.Fatal("a tensor-free tree made a tensor frame")
-			}
-			if !bytes.Equal(out, mp) {
-				t.Fatalf("plain form differs from the reference:\n got %x\nwant %x", out, mp)
-			}
-			want, err := wire.Marshal(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(out, want) {
-				t.Fatal("plain form differs from wire.Marshal")
-			}
-		})
+		v := decodeOrdered(t, mp)
+		p, out := encode(t, v, 1)
+		if p.Tensors() {
+			t.Fatal("a tensor-free tree made a tensor frame")
+		}
+		if !bytes.Equal(out, mp) {
+			t.Fatalf("plain form differs from the reference:\n got %x\nwant %x", out, mp)
+		}
+		want, err := wire.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out, want) {
+			t.Fatal("plain form differs from wire.Marshal")
+		}
+		if m, err := frame.Marshal(v); err != nil || !bytes.Equal(m, want) {
+			t.Fatalf("Marshal: %v, %x; want the plain form", err, m)
+		}
+	})
+}
+
+// TestDetect: Detect tells every vector's two forms apart, and refuses cut
+// or mangled frames without reading out of bounds.
+func TestDetect(t *testing.T) {
+	vectortest.Each(t, vectortest.Msgpack, func(t *testing.T, c vectortest.Case, b []byte) {
+		if frame.Detect(b) {
+			t.Errorf("%s taken for a frame", c.Msgpack)
+		}
+	})
+	vectortest.Each(t, vectortest.Frame, func(t *testing.T, c vectortest.Case, b []byte) {
+		if !frame.Detect(b) {
+			t.Errorf("%s not recognised", c.Frame)
+		}
+		// Cut before the data start, it is no longer a frame.
+		n := int(binary.LittleEndian.Uint32(b))
+		if frame.Detect(b[:4+n-1]) || frame.Detect(b[:3]) {
+			t.Errorf("cut %s taken for a frame", c.Frame)
+		}
+	})
+	good := build("93 91 93a5696e743634 9101 00 "+refTree+nonceHex, 8)
+	for name, b := range map[string][]byte{
+		"empty":          nil,
+		"length u32 max": {0xff, 0xff, 0xff, 0xff},
+		"empty header":   {0, 0, 0, 0},
+		"one byte":       {1, 0, 0, 0, 0x93},
+		"short nonce":    build("93 91 93a5696e743634 9101 00 "+refTree+"c40f"+nonceHex[5:35], 8),
+		"bad descriptor": build("93 91 93a5696e743132 9101 00 "+refTree+nonceHex, 8),
+		"data cut":       good[:len(good)-1],
+	} {
+		if frame.Detect(b) {
+			t.Errorf("%s: Detect(%x) = true", name, b)
+		}
+	}
+	if !frame.Detect(good) {
+		t.Error("the well-formed base case is not detected")
 	}
 }
 

@@ -1,50 +1,35 @@
 package frame_test
 
 import (
-	"errors"
-	"omnishm/internal/vectortest"
 	"testing"
 
 	"omnishm/frame"
+	"omnishm/internal/vectortest"
 	"omnishm/tensor"
 )
 
 // FuzzDecode: any bytes decode or fail with ErrCorrupt, never panic or read
-// out of bounds; a decoded frame's tensors are valid and re-encode.
+// out of bounds (nor does Detect); a decoded frame's tensors are valid and
+// re-encode to a frame Detect recognises.
 func FuzzDecode(f *testing.F) {
-	for _, c := range vectortest.LoadIndex(f) {
-		if c.Frame != "" {
-			f.Add(vectortest.Read(f, c.Frame))
-		}
+	decode := func(b []byte) (any, error) {
+		frame.Detect(b)
+		return frame.Decode(b)
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := frame.Decode(b)
-		if err != nil {
-			if !errors.Is(err, frame.ErrCorrupt) {
-				t.Fatalf("error not wrapping ErrCorrupt: %v", err)
-			}
-			return
-		}
-		p, err := frame.Prepare(v, 0)
-		if err != nil {
-			t.Fatalf("decoded value does not prepare: %v", err)
-		}
-		out := make([]byte, p.Size())
-		if err := p.Write(out); err != nil {
-			t.Fatal(err)
-		}
+	vectortest.FuzzDecoder(f, vectortest.Frame, decode, func(t *testing.T, _ []byte, v any) {
+		p, out := encode(t, v, 0)
 		back, err := frame.Decode(out)
 		if !p.Tensors() {
 			return // plain msgpack: wire's fuzz target covers it
 		}
-		if err != nil {
-			t.Fatalf("re-encoded frame does not decode: %v", err)
+		if err != nil || !frame.Detect(out) {
+			t.Fatalf("re-encoded frame does not decode (%v) or is not detected", err)
 		}
 		if err := vectortest.SameValue(back, v); err != nil {
 			t.Fatalf("round trip changed the value: %v", err)
 		}
 		checkTensors(t, back)
-	})
+	}, frame.ErrCorrupt)
 }
 
 func checkTensors(t *testing.T, v any) {

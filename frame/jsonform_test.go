@@ -2,10 +2,10 @@ package frame_test
 
 import (
 	"bytes"
-	"omnishm/internal/vectortest"
 	"testing"
 
 	"omnishm/frame"
+	"omnishm/internal/vectortest"
 	"omnishm/jsonform"
 	"omnishm/wire"
 )
@@ -13,18 +13,11 @@ import (
 // Printed in SPEC §10's JSON form, both decodings of every vector are the
 // reference's C.json, byte for byte.
 func TestVectorsPrintAsReferenceJSON(t *testing.T) {
-	for _, c := range vectortest.LoadIndex(t) {
-		t.Run(c.Name, func(t *testing.T) {
-			want := bytes.TrimSpace(vectortest.Read(t, c.JSON))
-			decoded := map[string]func([]byte) (any, error){}
-			if c.Msgpack != "" {
-				decoded[c.Msgpack] = wire.Unmarshal
-			}
-			if c.Frame != "" {
-				decoded[c.Frame] = frame.Decode
-			}
-			for file, decode := range decoded {
-				v, err := decode(vectortest.Read(t, file))
+	decoders := map[vectortest.Form]func([]byte) (any, error){vectortest.Msgpack: wire.Unmarshal, vectortest.Frame: frame.Decode}
+	for form, decode := range decoders {
+		t.Run(form.String(), func(t *testing.T) {
+			vectortest.Each(t, form, func(t *testing.T, c vectortest.Case, b []byte) {
+				v, err := decode(b)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -32,10 +25,10 @@ func TestVectorsPrintAsReferenceJSON(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !bytes.Equal(bytes.TrimSpace(got), want) {
-					t.Fatalf("%s prints\n%.300s\nwant\n%.300s", file, got, want)
+				if want := vectortest.WantText(t, c); !bytes.Equal(got, want) {
+					t.Fatalf("%s prints\n%.300s\nwant\n%.300s", c.File(form), got, want)
 				}
-			}
+			})
 		})
 	}
 }

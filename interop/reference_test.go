@@ -1,8 +1,10 @@
 package interop
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"omnishm/frame"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
+	"omnishm/internal/vectortest"
 	"omnishm/jsonform"
 	"omnishm/ring"
 	"omnishm/wire"
@@ -79,11 +82,7 @@ func TestPeerIsTheSeedsCode(t *testing.T) {
 // padding frame, written by the seed) lists the same ready frames as
 // ring-4096.json and ring.Parse, and their payloads decode to the cases.
 func TestRingVectorThroughPythonScan(t *testing.T) {
-	const dir = "../testdata/vectors"
-	file, err := os.ReadFile(filepath.Join(dir, "ring-4096.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := vectortest.Read(t, "ring-4096.bin")
 	var index struct {
 		Ready map[string]struct {
 			Case     string `json:"case"`
@@ -91,11 +90,7 @@ func TestRingVectorThroughPythonScan(t *testing.T) {
 			Size     int    `json:"size"`
 		} `json:"ready"`
 	}
-	meta, err := os.ReadFile(filepath.Join(dir, "ring-4096.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(meta, &index); err != nil {
+	if err := json.Unmarshal(vectortest.Read(t, "ring-4096.json"), &index); err != nil {
 		t.Fatal(err)
 	}
 	_, frames, err := ring.Parse(file)
@@ -109,7 +104,11 @@ func TestRingVectorThroughPythonScan(t *testing.T) {
 		}
 	}
 
-	out := runPeer(t, "scan", filepath.Join(dir, "ring-4096.bin"))
+	cases := map[string]vectortest.Case{}
+	for _, c := range vectortest.LoadIndex(t) {
+		cases[c.Name] = c
+	}
+	out := runPeer(t, "scan", vectortest.Path(t, "ring-4096.bin"))
 	seen := map[string]bool{}
 	for _, line := range strings.Split(out, "\n") {
 		var f struct {
@@ -145,19 +144,9 @@ func TestRingVectorThroughPythonScan(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", f.Key, err)
 		}
-		expected, err := os.ReadFile(filepath.Join(dir, want.Case+".json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantValue, err := jsonform.Unmarshal(expected)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The JSON form is the comparison: it prints both trees alike.
-		a, errA := jsonform.Marshal(got)
-		b, errB := jsonform.Marshal(wantValue)
-		if errA != nil || errB != nil || string(a) != string(b) {
-			t.Errorf("%s (%s): decoded %s, want %s (%v %v)", f.Key, want.Case, a, b, errA, errB)
+		// The JSON form is the comparison: the reference printed it.
+		if err := printsAs(t, got, cases[want.Case]); err != nil {
+			t.Errorf("%s (%s): %v", f.Key, want.Case, err)
 		}
 	}
 	if len(seen) != len(index.Ready) || len(goFrames) != len(index.Ready) {
@@ -169,37 +158,24 @@ func TestRingVectorThroughPythonScan(t *testing.T) {
 // code, with torch) travel through a Python producer's ring to a Go
 // connector, which decodes each to its case's value.
 func TestReferenceVectorsThroughPythonRing(t *testing.T) {
-	const dir = "../testdata/vectors"
-	raw, err := os.ReadFile(filepath.Join(dir, "index.json"))
-	if err != nil {
-		t.Fatal(err)
+	type sent struct {
+		key, kind string
+		c         vectortest.Case
 	}
-	var index map[string]map[string]any
-	if err := json.Unmarshal(raw, &index); err != nil {
-		t.Fatal(err)
-	}
-	type sent struct{ key, caseName, kind string }
 	var (
 		all  []sent
 		args = []string{"put", shmtest.Scope(t), "0", "1"}
 	)
 	s := args[1]
-	for name, files := range index {
-		if strings.HasPrefix(name, "_") {
-			continue
-		}
-		for kind, field := range map[string]string{"1": "frame", "0": "msgpack"} {
-			file, ok := files[field].(string)
-			if !ok {
+	for _, c := range vectortest.LoadIndex(t) {
+		for kind, form := range map[string]vectortest.Form{"1": vectortest.Frame, "0": vectortest.Msgpack} {
+			file := c.File(form)
+			if file == "" {
 				continue
 			}
-			data, err := os.ReadFile(filepath.Join(dir, file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			key := shmtest.Key(name + "-" + field)
-			all = append(all, sent{key, name, kind})
-			args = append(args, key, kind, hexFile(t, data))
+			key := shmtest.Key(c.Name + "-" + form.String())
+			all = append(all, sent{key, kind, c})
+			args = append(args, key, kind, hexFile(t, vectortest.Read(t, file)))
 		}
 	}
 	if len(all) < 40 {
@@ -217,18 +193,8 @@ func TestReferenceVectorsThroughPythonRing(t *testing.T) {
 	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	for _, v := range all {
 		got, _ := getEventually(t, receiver, v.key, nil)
-		expected, err := os.ReadFile(filepath.Join(dir, v.caseName+".json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := jsonform.Unmarshal(expected)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, errA := jsonform.Marshal(got)
-		b, errB := jsonform.Marshal(want)
-		if errA != nil || errB != nil || string(a) != string(b) {
-			t.Errorf("%s (kind %s): decoded %.300s\n want %.300s (%v %v)", v.caseName, v.kind, a, b, errA, errB)
+		if err := printsAs(t, got, v.c); err != nil {
+			t.Errorf("%s (kind %s): %v", v.c.Name, v.kind, err)
 		}
 	}
 	py.send(t, "close")
@@ -236,4 +202,18 @@ func TestReferenceVectorsThroughPythonRing(t *testing.T) {
 		t.Fatal(l)
 	}
 	py.exit(t)
+}
+
+// printsAs reports whether got prints in the JSON form (SPEC §10) as the
+// Python reference printed the case's value, byte for byte.
+func printsAs(t *testing.T, got any, c vectortest.Case) error {
+	t.Helper()
+	text, err := jsonform.Marshal(got)
+	if err != nil {
+		return err
+	}
+	if want := vectortest.WantText(t, c); !bytes.Equal(text, want) {
+		return fmt.Errorf("decoded %.300s\n want %.300s", text, want)
+	}
+	return nil
 }

@@ -27,6 +27,14 @@
 //   - A one-key object whose key is one of the five markers above is always
 //     read as that leaf, so a payload map of exactly that shape cannot be
 //     written as JSON and read back as a map.
+//
+// Ownership: Marshal returns a new slice and keeps no reference to the
+// value; Unmarshal returns values that own their memory (leaves included),
+// sharing nothing with its input. The leaves are package tensor's, built
+// and checked by tensor.NewLeaf, the same as the msgpack decoder's.
+//
+// The package is for tools and tests, not the data path: payloads travel
+// as msgpack (package wire) or tensor frames (package frame).
 package jsonform
 
 import "errors"

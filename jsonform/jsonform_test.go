@@ -2,6 +2,7 @@ package jsonform
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -248,6 +249,19 @@ func TestUnmarshalErrors(t *testing.T) {
 	}
 }
 
+// reprint prints v, reads that text back and prints what it read: for any
+// value Marshal prints, first and second must be the same text.
+func reprint(v any) (first []byte, back any, second []byte, err error) {
+	if first, err = Marshal(v); err != nil {
+		return nil, nil, nil, err
+	}
+	if back, err = Unmarshal(first); err != nil {
+		return nil, nil, nil, fmt.Errorf("Unmarshal(%s) of Marshal's output: %w", first, err)
+	}
+	second, err = Marshal(back)
+	return first, back, second, err
+}
+
 // TestRoundTrip: Marshal then Unmarshal then Marshal gives the same text,
 // for every dtype and the other leaves.
 func TestRoundTrip(t *testing.T) {
@@ -275,15 +289,7 @@ func TestRoundTrip(t *testing.T) {
 		&tensor.Image{Mode: "RGBA", Shape: []int{1, 1, 4}, Data: []byte{1, 2, 3, 4}},
 	)
 	for _, v := range vals {
-		first, err := Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, err := Unmarshal(first)
-		if err != nil {
-			t.Fatalf("Unmarshal(%s): %v", first, err)
-		}
-		second, err := Marshal(back)
+		first, back, second, err := reprint(v)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package jsonform
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -58,22 +59,8 @@ func (e *encoder) value(v any) error {
 		e.buf = strconv.AppendBool(e.buf, x)
 	case int:
 		e.buf = strconv.AppendInt(e.buf, int64(x), 10)
-	case int8:
-		e.buf = strconv.AppendInt(e.buf, int64(x), 10)
-	case int16:
-		e.buf = strconv.AppendInt(e.buf, int64(x), 10)
-	case int32:
-		e.buf = strconv.AppendInt(e.buf, int64(x), 10)
-	case int64:
+	case int64: // what decoders yield; other integer types go by reflection
 		e.buf = strconv.AppendInt(e.buf, x, 10)
-	case uint:
-		e.buf = strconv.AppendUint(e.buf, uint64(x), 10)
-	case uint8:
-		e.buf = strconv.AppendUint(e.buf, uint64(x), 10)
-	case uint16:
-		e.buf = strconv.AppendUint(e.buf, uint64(x), 10)
-	case uint32:
-		e.buf = strconv.AppendUint(e.buf, uint64(x), 10)
 	case uint64:
 		e.buf = strconv.AppendUint(e.buf, x, 10)
 	case float32:
@@ -253,15 +240,7 @@ func (e *encoder) pairs(kvs []wire.KV) error {
 		}
 		entries[i] = entry{k, kv.Value}
 	}
-	slices.SortFunc(entries, func(a, b entry) int {
-		switch {
-		case a.key < b.key:
-			return -1
-		case a.key > b.key:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(a.key, b.key) })
 	for i := 1; i < len(entries); i++ {
 		if entries[i].key == entries[i-1].key {
 			return fmt.Errorf("%w: two map keys print as %q", ErrUnsupported, entries[i].key)

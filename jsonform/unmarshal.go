@@ -142,56 +142,36 @@ var leaves map[string]func(any) (any, error)
 
 func init() {
 	leaves = map[string]func(any) (any, error){
-		keyBytes:   bytesLeaf,
-		keyTensor:  tensorLeaf,
-		keyNDArray: arrayLeaf,
-		keyImage:   imageLeaf,
+		keyBytes:   func(raw any) (any, error) { return base64Field(raw) },
+		keyTensor:  leafOf(tensor.KindTensor),
+		keyNDArray: leafOf(tensor.KindArray),
+		keyImage:   leafOf(tensor.KindImage),
 		keyExt:     extLeaf,
 	}
 }
 
-func bytesLeaf(raw any) (any, error) {
-	return base64Field(raw)
-}
-
-func tensorLeaf(raw any) (any, error) {
-	name, shape, data, err := leafFields(raw, "dtype")
-	if err != nil {
-		return nil, err
+// leafOf reads the object of a tensor, ndarray or image: exactly its name
+// field (dtype or mode), shape and data, which must describe a valid leaf.
+func leafOf(kind tensor.Kind) func(any) (any, error) {
+	return func(raw any) (any, error) {
+		f, err := fields(raw, kind.NameField(), "shape", "data")
+		if err != nil {
+			return nil, err
+		}
+		name, err := stringField(f, kind.NameField())
+		if err != nil {
+			return nil, err
+		}
+		shape, data, err := shapeAndData(f)
+		if err != nil {
+			return nil, err
+		}
+		leaf, err := tensor.NewLeaf(kind, name, shape, data)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		return leaf, nil
 	}
-	dtype, err := tensor.ParseDType(name)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	t, err := tensor.New(dtype, shape, data)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return t, nil
-}
-
-func arrayLeaf(raw any) (any, error) {
-	dtype, shape, data, err := leafFields(raw, "dtype")
-	if err != nil {
-		return nil, err
-	}
-	a := &tensor.Array{DType: dtype, Shape: shape, Data: data}
-	if err := a.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return a, nil
-}
-
-func imageLeaf(raw any) (any, error) {
-	mode, shape, data, err := leafFields(raw, "mode")
-	if err != nil {
-		return nil, err
-	}
-	m := &tensor.Image{Mode: mode, Shape: shape, Data: data}
-	if err := m.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return m, nil
 }
 
 func extLeaf(raw any) (any, error) {
@@ -241,21 +221,6 @@ func stringField(f map[string]any, key string) (string, error) {
 		return "", at("."+key, invalid("want a string, got %s", describe(f[key])))
 	}
 	return s, nil
-}
-
-// leafFields reads the object of a tensor, ndarray or image: exactly its
-// name field (dtype or mode), shape and data.
-func leafFields(raw any, nameKey string) (string, []int, []byte, error) {
-	f, err := fields(raw, nameKey, "shape", "data")
-	if err != nil {
-		return "", nil, nil, err
-	}
-	name, err := stringField(f, nameKey)
-	if err != nil {
-		return "", nil, nil, err
-	}
-	shape, data, err := shapeAndData(f)
-	return name, shape, data, err
 }
 
 func shapeAndData(f map[string]any) ([]int, []byte, error) {

@@ -16,39 +16,70 @@ import (
 	"omnishm/wire"
 )
 
-// TestVectorsMsgpack: each C.msgpack, decoded by wire, prints as C.json;
-// and C.json, read by jsonform and encoded by wire, decodes to the same.
-func TestVectorsMsgpack(t *testing.T) {
+// TestVectors: each C.msgpack decoded by wire, and each C.frame decoded by
+// frame, prints as C.json; and C.json, read by jsonform and encoded again
+// in the same form, decodes to the same.
+func TestVectors(t *testing.T) {
 	for _, c := range vectortest.LoadIndex(t) {
-		if c.Msgpack == "" {
-			if c.MsgpackRefused == "" {
-				t.Errorf("%s: neither msgpack nor msgpack_refused", c.Name)
-			}
-			continue
+		if c.Msgpack == "" && c.MsgpackRefused == "" {
+			t.Errorf("%s: neither msgpack nor msgpack_refused", c.Name)
 		}
-		t.Run(c.Name, func(t *testing.T) {
-			want := vectortest.Read(t, c.JSON)
-			v, err := wire.Unmarshal(vectortest.Read(t, c.Msgpack))
-			if err != nil {
-				t.Fatal(err)
-			}
-			requireSameJSON(t, "decoded "+c.Msgpack, marshal(t, v), want)
+	}
+	forms := []struct {
+		form   vectortest.Form
+		encode func(any) ([]byte, error)
+		decode func([]byte) (any, error)
+	}{
+		{vectortest.Msgpack, wire.Marshal, wire.Unmarshal},
+		{vectortest.Frame, frame.Marshal, frame.Decode},
+	}
+	for _, f := range forms {
+		t.Run(f.form.String(), func(t *testing.T) {
+			vectortest.Each(t, f.form, func(t *testing.T, c vectortest.Case, b []byte) {
+				want := vectortest.Read(t, c.JSON)
+				v, err := f.decode(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				requireSameJSON(t, "decoded "+c.File(f.form), marshal(t, v), want)
 
-			in, err := jsonform.Unmarshal(want)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := wire.Marshal(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			back, err := wire.Unmarshal(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			requireSameJSON(t, "re-encoded "+c.JSON, marshal(t, back), want)
+				in, err := jsonform.Unmarshal(want)
+				if err != nil {
+					t.Fatal(err)
+				}
+				again, err := f.encode(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				back, err := f.decode(again)
+				if err != nil {
+					t.Fatal(err)
+				}
+				requireSameJSON(t, "re-encoded "+c.JSON, marshal(t, back), want)
+				// Tensors read from the text make a frame; a tensor-free
+				// case travels as msgpack (SPEC §4).
+				if b, err := frame.Marshal(in); err != nil || frame.Detect(b) == c.FrameIsPlainMsgpack {
+					t.Fatalf("frame.Marshal: %v; Detect = %v with frame_is_plain_msgpack = %v", err, frame.Detect(b), c.FrameIsPlainMsgpack)
+				}
+			})
 		})
 	}
+}
+
+// TestVectorTexts reads every JSON text the Python reference printed and
+// checks that Marshal prints the value read back byte for byte the same:
+// floats as repr, keys sorted, ASCII escapes as json.dumps makes them.
+func TestVectorTexts(t *testing.T) {
+	vectortest.Each(t, vectortest.JSON, func(t *testing.T, c vectortest.Case, _ []byte) {
+		text := vectortest.WantText(t, c)
+		v, err := jsonform.Unmarshal(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := marshal(t, v); !bytes.Equal(got, text) {
+			t.Errorf("Marshal(Unmarshal(%s)) differs:\n got %.300s\nwant %.300s", c.JSON, got, text)
+		}
+	})
 }
 
 func marshal(t *testing.T, v any) []byte {
@@ -158,52 +189,5 @@ func TestSameNumber(t *testing.T) {
 		if got := sameNumber(c.a, c.b); got != c.want {
 			t.Errorf("sameNumber(%s, %s) = %v", c.a, c.b, got)
 		}
-	}
-}
-
-// TestVectorsFrame: each C.frame, decoded by frame, prints as C.json; and
-// C.json, read by jsonform and laid out by frame.Prepare, decodes to the
-// same. A tensor-free case has no frame form: Prepare gives its msgpack.
-func TestVectorsFrame(t *testing.T) {
-	for _, c := range vectortest.LoadIndex(t) {
-		if c.Frame == "" && !c.FrameIsPlainMsgpack {
-			continue
-		}
-		t.Run(c.Name, func(t *testing.T) {
-			want := vectortest.Read(t, c.JSON)
-			if c.Frame != "" {
-				v, err := frame.Decode(vectortest.Read(t, c.Frame))
-				if err != nil {
-					t.Fatal(err)
-				}
-				requireSameJSON(t, "decoded "+c.Frame, marshal(t, v), want)
-			}
-
-			in, err := jsonform.Unmarshal(want)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := frame.Prepare(in, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p.Tensors() == c.FrameIsPlainMsgpack {
-				t.Fatalf("Tensors() = %v for a case with frame_is_plain_msgpack = %v", p.Tensors(), c.FrameIsPlainMsgpack)
-			}
-			b := make([]byte, p.Size())
-			if err := p.Write(b); err != nil {
-				t.Fatal(err)
-			}
-			var back any
-			if p.Tensors() {
-				back, err = frame.Decode(b)
-			} else {
-				back, err = wire.Unmarshal(b)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			requireSameJSON(t, "re-encoded "+c.JSON, marshal(t, back), want)
-		})
 	}
 }

@@ -2,11 +2,11 @@ package stream
 
 import (
 	"encoding/json"
-	"os"
 	"reflect"
 	"testing"
 
 	"omnishm/frame"
+	"omnishm/internal/vectortest"
 	"omnishm/jsonform"
 	"omnishm/tensor"
 	"omnishm/wire"
@@ -17,10 +17,7 @@ import (
 // tensor), checked against the Python reference's typed_payload vector;
 // and Finished reads that vector's mark, from both byte forms.
 func TestChunkIsTheTypedPayload(t *testing.T) {
-	want, err := os.ReadFile("../testdata/vectors/typed_payload.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := vectortest.Read(t, "typed_payload.json")
 	codes := make([]int64, 28)
 	for i := range codes {
 		codes[i] = int64(i)
@@ -53,11 +50,7 @@ func TestChunkIsTheTypedPayload(t *testing.T) {
 		file   string
 		decode func([]byte) (any, error)
 	}{{"typed_payload.frame", frame.Decode}, {"typed_payload.msgpack", wire.Unmarshal}} {
-		b, err := os.ReadFile("../testdata/vectors/" + form.file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := form.decode(b)
+		v, err := form.decode(vectortest.Read(t, form.file))
 		if err != nil {
 			t.Fatalf("%s: %v", form.file, err)
 		}

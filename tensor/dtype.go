@@ -1,6 +1,26 @@
-// Package tensor holds the payload leaves that travel between stages: dense
-// tensors (PyTorch dtypes, C-contiguous, little-endian), numpy arrays and
-// images, with validation of their shapes against their bytes.
+// Package tensor holds the payload leaves that travel between stages (SPEC
+// §4, §5): dense tensors (PyTorch dtypes, C-contiguous, little-endian),
+// numpy arrays and PIL images, with validation of their shapes against
+// their bytes. It does no I/O and knows no byte form; the codecs (wire,
+// frame, jsonform) build leaves with New or NewLeaf and check them with
+// Validate.
+//
+// Each leaf is a name (a DType, a numpy dtype string or an image mode), a
+// shape and raw bytes; a Kind names which of the three a leaf is.
+//
+// # Ownership
+//
+// Tensor, Array and Image are plain values whose fields the holder owns:
+// nothing in this package keeps a reference to them.
+//   - New, NewLeaf and FromSlice alias what they are given (shape, data,
+//     the slice's memory) instead of copying it; the caller must not change
+//     it while the leaf is in use.
+//   - Values aliases the tensor's data when it is aligned, and copies it
+//     otherwise; Scalar, Zeros and Clone return memory of their own.
+//   - A leaf a decoder returns owns its data: nothing aliases the decoder's
+//     input or shared memory (SPEC §3).
+//
+// Validation errors wrap ErrUnknownDType or ErrShape, for errors.Is.
 package tensor
 
 import (
@@ -57,10 +77,18 @@ var dtypeByName = func() map[string]DType {
 
 // ParseDType maps a PyTorch dtype name ("float32", "bfloat16", ...) to a DType.
 func ParseDType(name string) (DType, error) {
-	if d, ok := dtypeByName[name]; ok {
+	if d, ok := LookupDType(name); ok {
 		return d, nil
 	}
 	return 0, fmt.Errorf("%w: %q", ErrUnknownDType, name)
+}
+
+// LookupDType is ParseDType without an error value: ok is false for a name
+// outside SPEC §4. It is small enough to inline, so a decoder can look up
+// LookupDType(string(b)) straight from its input without allocating.
+func LookupDType(name string) (d DType, ok bool) {
+	d, ok = dtypeByName[name]
+	return d, ok
 }
 
 // Valid reports whether d is one of the dtypes of SPEC §4.

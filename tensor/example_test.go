@@ -33,3 +33,19 @@ func ExampleValues() {
 	fmt.Println(len(t.Shape), v)
 	// Output: 0 [42]
 }
+
+func ExampleNewLeaf() {
+	// A decoder hands over the three fields it read; NewLeaf checks them.
+	for _, k := range []tensor.Kind{tensor.KindTensor, tensor.KindArray, tensor.KindImage} {
+		name := map[tensor.Kind]string{tensor.KindTensor: "uint8", tensor.KindArray: "|u1", tensor.KindImage: "L"}[k]
+		leaf, err := tensor.NewLeaf(k, name, []int{1, 2}, []byte{7, 9})
+		fmt.Printf("%s %s=%s: %T %v\n", k, k.NameField(), name, leaf, err)
+	}
+	_, err := tensor.NewLeaf(tensor.KindImage, "L", []int{2, 2}, []byte{7, 9})
+	fmt.Println(err)
+	// Output:
+	// tensor dtype=uint8: *tensor.Tensor <nil>
+	// ndarray dtype=|u1: *tensor.Array <nil>
+	// image mode=L: *tensor.Image <nil>
+	// tensor: shape does not match data: shape [2 2] needs 4 bytes, have 2
+}

@@ -7,12 +7,24 @@ import (
 	"testing"
 )
 
+// conversion is a float32 and the bits its 16-bit form must have.
+type conversion[H Half | BHalf] struct {
+	f    float32
+	want H
+}
+
+func checkConversions[H Half | BHalf](t *testing.T, name string, from func(float32) H, cases []conversion[H]) {
+	t.Helper()
+	for _, c := range cases {
+		if got := from(c.f); got != c.want {
+			t.Errorf("%s(%g = %#08x) = %#04x, want %#04x", name, c.f, math.Float32bits(c.f), uint16(got), uint16(c.want))
+		}
+	}
+}
+
 func TestHalfFromKnownBits(t *testing.T) {
 	f32 := math.Float32frombits
-	cases := []struct {
-		f    float32
-		want Half
-	}{
+	checkConversions(t, "HalfFrom", HalfFrom, []conversion[Half]{
 		{1, 0x3c00},
 		{-2, 0xc000},
 		{0.5, 0x3800},
@@ -45,12 +57,7 @@ func TestHalfFromKnownBits(t *testing.T) {
 		{0x1.ffep-15, 0x0400}, // halfway 0x3ff.8 ulps: even carries to 0x400
 		{0.1, 0x2e66},
 		{3.14159265, 0x4248},
-	}
-	for _, c := range cases {
-		if got := HalfFrom(c.f); got != c.want {
-			t.Errorf("HalfFrom(%g) = %#04x, want %#04x", c.f, uint16(got), uint16(c.want))
-		}
-	}
+	})
 }
 
 func TestHalfNaN(t *testing.T) {
@@ -169,10 +176,7 @@ func TestHalfRounding(t *testing.T) {
 
 func TestBHalf(t *testing.T) {
 	f32 := math.Float32frombits
-	cases := []struct {
-		f    float32
-		want BHalf
-	}{
+	checkConversions(t, "BHalfFrom", BHalfFrom, []conversion[BHalf]{
 		{1, 0x3f80},
 		{-2, 0xc000},
 		{0.5, 0x3f00},
@@ -189,12 +193,7 @@ func TestBHalf(t *testing.T) {
 		{f32(0x00008000), 0x0000}, // subnormal tie: even
 		{f32(0x00018000), 0x0002}, // subnormal tie: even
 		{3.14159265, 0x4049},
-	}
-	for _, c := range cases {
-		if got := BHalfFrom(c.f); got != c.want {
-			t.Errorf("BHalfFrom(%g = %#08x) = %#04x, want %#04x", c.f, math.Float32bits(c.f), uint16(got), uint16(c.want))
-		}
-	}
+	})
 	// NaNs stay NaNs (a signalling NaN whose payload is in the low bits must
 	// not become Inf), keeping their sign.
 	for _, bits := range []uint32{0x7fc00000, 0x7f800001, 0xff800001, 0x7fffffff} {

@@ -93,3 +93,66 @@ func (m *Image) Validate() error {
 func (m *Image) Equal(o *Image) bool {
 	return m.Mode == o.Mode && slices.Equal(m.Shape, o.Shape) && string(m.Data) == string(o.Data)
 }
+
+// Kind is one of the three leaf types a payload carries (SPEC §5). Each
+// travels as the same three fields: a name (NameField: a dtype or a mode),
+// a shape and the raw bytes, which is what NewLeaf builds a leaf from.
+type Kind uint8
+
+// The leaf kinds.
+const (
+	KindTensor Kind = iota + 1 // *Tensor; its name is a PyTorch dtype name
+	KindArray                  // *Array; its name is a numpy dtype string
+	KindImage                  // *Image; its name is a PIL mode
+)
+
+var kindNames = [...]string{KindTensor: "tensor", KindArray: "ndarray", KindImage: "image"}
+
+// String names the kind as errors print it: "tensor", "ndarray", "image".
+func (k Kind) String() string {
+	if k < KindTensor || k > KindImage {
+		return fmt.Sprintf("invalid(%d)", uint8(k))
+	}
+	return kindNames[k]
+}
+
+// NameField is the key of the kind's name field in both the msgpack and
+// the JSON form: "mode" for images, "dtype" for the others.
+func (k Kind) NameField() string {
+	if k == KindImage {
+		return "mode"
+	}
+	return "dtype"
+}
+
+// NewLeaf validates name, shape and data as a leaf of kind k and returns
+// it: a *Tensor, *Array or *Image that uses shape and data without copying
+// them (the caller hands them over). Errors wrap ErrUnknownDType or
+// ErrShape.
+func NewLeaf(k Kind, name string, shape []int, data []byte) (any, error) {
+	switch k {
+	case KindTensor:
+		dt, err := ParseDType(name)
+		if err != nil {
+			return nil, err
+		}
+		t, err := New(dt, shape, data)
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return t, nil
+	case KindArray:
+		a := &Array{DType: name, Shape: shape, Data: data}
+		if err := a.Validate(); err != nil {
+			return nil, err
+		}
+		return a, nil
+	case KindImage:
+		m := &Image{Mode: name, Shape: shape, Data: data}
+		if err := m.Validate(); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	return nil, fmt.Errorf("tensor: leaf kind %v", k)
+}

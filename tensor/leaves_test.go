@@ -93,3 +93,55 @@ func TestImageValidate(t *testing.T) {
 		}
 	}
 }
+
+// errAny in a table stands for an error of no particular kind.
+var errAny = errors.New("any error")
+
+func TestNewLeaf(t *testing.T) {
+	cases := []struct {
+		kind  Kind
+		name  string
+		shape []int
+		data  []byte
+		want  any // the leaf, or the error it wraps
+	}{
+		{KindTensor, "int16", []int{2}, []byte{1, 0, 2, 0}, &Tensor{Int16, []int{2}, []byte{1, 0, 2, 0}}},
+		{KindTensor, "int16", []int{3}, []byte{1, 0, 2, 0}, ErrShape},
+		{KindTensor, "<i2", []int{2}, []byte{1, 0, 2, 0}, ErrUnknownDType},
+		{KindArray, "<i2", []int{2}, []byte{1, 0, 2, 0}, &Array{"<i2", []int{2}, []byte{1, 0, 2, 0}}},
+		{KindArray, "int16", []int{2}, []byte{1, 0, 2, 0}, ErrUnknownDType},
+		{KindImage, "L", []int{1, 2}, []byte{7, 8}, &Image{"L", []int{1, 2}, []byte{7, 8}}},
+		{KindImage, "", []int{1, 2}, []byte{7, 8}, ErrShape},
+		{KindImage, "RGB", []int{1, 2, 3}, []byte{7, 8}, ErrShape},
+		{Kind(0), "int16", nil, nil, errAny},
+	}
+	for _, c := range cases {
+		got, err := NewLeaf(c.kind, c.name, c.shape, c.data)
+		if want, isErr := c.want.(error); isErr {
+			if err == nil || want != errAny && !errors.Is(err, want) || got != nil {
+				t.Errorf("NewLeaf(%v, %q, %v) = %#v, %v; want nil, %v", c.kind, c.name, c.shape, got, err, want)
+			}
+			continue
+		}
+		equal := false
+		switch w := c.want.(type) {
+		case *Tensor:
+			g, ok := got.(*Tensor)
+			equal = ok && g.Equal(w)
+		case *Array:
+			g, ok := got.(*Array)
+			equal = ok && g.Equal(w)
+		case *Image:
+			g, ok := got.(*Image)
+			equal = ok && g.Equal(w)
+		}
+		if err != nil || !equal {
+			t.Errorf("NewLeaf(%v, %q, %v) = %#v, %v; want %#v", c.kind, c.name, c.shape, got, err, c.want)
+		}
+	}
+	for k, want := range map[Kind][2]string{KindTensor: {"tensor", "dtype"}, KindArray: {"ndarray", "dtype"}, KindImage: {"image", "mode"}} {
+		if k.String() != want[0] || k.NameField() != want[1] {
+			t.Errorf("kind %d: String %q, NameField %q; want %q", k, k.String(), k.NameField(), want)
+		}
+	}
+}

@@ -7,7 +7,7 @@ import (
 )
 
 // maxBytes bounds any shape's byte size so products never overflow int.
-const maxBytes = math.MaxInt64 >> 1
+const maxBytes = math.MaxInt >> 1
 
 // ByteSize returns product(shape) * itemSize, or an error for a negative
 // dimension or a product that would overflow. Decoders of untrusted bytes

@@ -263,6 +263,9 @@ func TestParseDType(t *testing.T) {
 		if err != nil || d != w.d {
 			t.Errorf("ParseDType(%q) = %v, %v; want %v", name, d, err, w.d)
 		}
+		if l, ok := LookupDType(name); !ok || l != w.d {
+			t.Errorf("LookupDType(%q) = %v, %v; want %v", name, l, ok, w.d)
+		}
 		if d.String() != name || d.ItemSize() != w.size || !d.Valid() {
 			t.Errorf("%v: String %q, ItemSize %d, Valid %v", d, d.String(), d.ItemSize(), d.Valid())
 		}
@@ -279,6 +282,9 @@ func TestParseDType(t *testing.T) {
 	for _, bad := range []string{"", "float", "torch.float32", "Float32", "float32 ", "half", "int", "complex32", "invalid(0)"} {
 		if d, err := ParseDType(bad); !errors.Is(err, ErrUnknownDType) {
 			t.Errorf("ParseDType(%q) = %v, %v; want ErrUnknownDType", bad, d, err)
+		}
+		if d, ok := LookupDType(bad); ok {
+			t.Errorf("LookupDType(%q) = %v, true", bad, d)
 		}
 	}
 	if s := DType(0).String(); s != "invalid(0)" || DType(0).ItemSize() != 0 || DType(99).Valid() {

@@ -5,8 +5,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"testing"
-
-	"omnishm/wire"
 )
 
 // Decoded numbers of a list live in a slab the list's interfaces point into
@@ -20,14 +18,8 @@ func TestListNumbersSurviveGC(t *testing.T) {
 		ints[i] = int64(i)*7919 - n*1000 // negative and above 255: slab-boxed
 		floats[i] = float64(i) + 0.5
 	}
-	in, err := wire.Marshal(map[string]any{"ints": ints, "floats": floats})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := wire.Unmarshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := mustMarshal(t, map[string]any{"ints": ints, "floats": floats})
+	v := mustUnmarshal(t, in)
 	m := v.(map[string]any)
 	gotInts, gotFloats := m["ints"].([]any), m["floats"].([]any)
 	clear(in)

@@ -95,9 +95,14 @@ func (s *decodeState) length(n int) (int, error) {
 	return int(l), nil
 }
 
+// truncated reports the end of the input where a value should start.
+func (s *decodeState) truncated() error {
+	return corrupt("truncated at offset %d", s.pos)
+}
+
 func (s *decodeState) value() (any, error) {
 	if s.pos >= len(s.b) {
-		return nil, corrupt("truncated at offset %d", s.pos)
+		return nil, s.truncated()
 	}
 	c := s.b[s.pos]
 	s.pos++
@@ -121,23 +126,16 @@ func (s *decodeState) value() (any, error) {
 	case codeTrue:
 		return true, nil
 	case codeBin8, codeBin16, codeBin32:
-		n, err := s.length(1 << (c - codeBin8))
+		p, err := s.bin(c)
 		if err != nil {
 			return nil, err
 		}
-		p, _ := s.take(n)
-		if s.Owned && n >= OwnedAliasMin {
+		if s.Owned && len(p) >= OwnedAliasMin {
 			return p, nil // capacity already ends at the bin
 		}
 		return append([]byte{}, p...), nil
-	case codeExt8, codeExt16, codeExt32:
-		n, err := s.length(1 << (c - codeExt8))
-		if err != nil {
-			return nil, err
-		}
-		return s.ext(n)
-	case codeFixExt1, codeFixExt2, codeFixExt4, codeFixExt8, codeFixE16:
-		return s.ext(1 << (c - codeFixExt1))
+	case codeExt8, codeExt16, codeExt32, codeFixExt1, codeFixExt2, codeFixExt4, codeFixExt8, codeFixE16:
+		return s.ext(c)
 	case codeFloat32:
 		u, err := s.uint(4)
 		return float64(math.Float32frombits(uint32(u))), err
@@ -187,11 +185,15 @@ func (s *decodeState) value() (any, error) {
 	return nil, corrupt("reserved type byte 0x%02x at offset %d", c, s.pos-1)
 }
 
-// signed reads an integer that fits an int64: a negative fixint, an intN or
-// a uint8..uint32 (the caller has checked the type byte).
-func (s *decodeState) signed() (int64, error) {
-	c := s.b[s.pos]
-	s.pos++
+// fitsInt64 reports whether c is the type byte of an integer that always
+// fits an int64: a negative fixint, an intN or a uint8..uint32.
+func fitsInt64(c byte) bool {
+	return c >= 0xe0 || c >= codeInt8 && c <= codeInt64 || c >= codeUint8 && c <= codeUint32
+}
+
+// signed reads the integer whose type byte c, one that fitsInt64, was just
+// read.
+func (s *decodeState) signed(c byte) (int64, error) {
 	if c >= 0xe0 {
 		return int64(int8(c)), nil
 	}
@@ -205,29 +207,79 @@ func (s *decodeState) signed() (int64, error) {
 }
 
 func (s *decodeState) str(n int) (any, error) {
+	p, err := s.strBytes(n)
+	if err != nil {
+		return nil, err
+	}
+	return string(p), nil
+}
+
+// strBytes takes a str of n bytes, aliasing the input.
+func (s *decodeState) strBytes(n int) ([]byte, error) {
 	p, err := s.take(n)
 	if err != nil {
 		return nil, err
 	}
 	// msgspec refuses invalid UTF-8 in a str; so does the receiver here.
-	if !utf8.Valid(p) {
+	if !validUTF8(p) {
 		return nil, corrupt("invalid UTF-8 string at offset %d", s.pos-n)
 	}
-	return string(p), nil
+	return p, nil
 }
 
-func (s *decodeState) ext(n int) (any, error) {
+// validUTF8 is utf8.Valid with a quicker pass for the short ASCII strings
+// payloads are full of (keys, dtype names).
+func validUTF8(p []byte) bool {
+	if len(p) > 16 {
+		return utf8.Valid(p)
+	}
+	for _, c := range p {
+		if c >= utf8.RuneSelf {
+			return utf8.Valid(p)
+		}
+	}
+	return true
+}
+
+// bin takes the bin whose type byte c was just read, aliasing the input.
+func (s *decodeState) bin(c byte) ([]byte, error) {
+	n, err := s.length(1 << (c - codeBin8))
+	if err != nil {
+		return nil, err
+	}
+	return s.take(n)
+}
+
+// rawExt takes the extension whose type byte c was just read; its Data
+// aliases the input.
+func (s *decodeState) rawExt(c byte) (Ext, error) {
+	var n int
+	if c >= codeFixExt1 {
+		n = 1 << (c - codeFixExt1)
+	} else {
+		var err error
+		if n, err = s.length(1 << (c - codeExt8)); err != nil {
+			return Ext{}, err
+		}
+	}
 	if s.pos >= len(s.b) {
-		return nil, corrupt("truncated extension at offset %d", s.pos)
+		return Ext{}, corrupt("truncated extension at offset %d", s.pos)
 	}
 	code := int8(s.b[s.pos])
 	s.pos++
 	p, err := s.take(n)
+	return Ext{Code: code, Data: p}, err
+}
+
+// ext decodes an extension through the Ext hook, else as a literal Ext
+// that owns its data.
+func (s *decodeState) ext(c byte) (any, error) {
+	e, err := s.rawExt(c)
 	if err != nil {
 		return nil, err
 	}
 	if s.Ext != nil {
-		v, ok, err := s.Ext(Ext{Code: code, Data: p})
+		v, ok, err := s.Ext(e)
 		if err != nil {
 			return nil, err
 		}
@@ -235,7 +287,8 @@ func (s *decodeState) ext(n int) (any, error) {
 			return v, nil
 		}
 	}
-	return Ext{Code: code, Data: append([]byte{}, p...)}, nil
+	e.Data = append([]byte{}, e.Data...)
+	return e, nil
 }
 
 // enter opens a container of items values (two per map entry), checking
@@ -265,8 +318,9 @@ func (s *decodeState) list(n int) (any, error) {
 		// Numbers the runtime would box one allocation each go to a slab.
 		if s.pos < len(s.b) {
 			switch c := s.b[s.pos]; {
-			case c >= 0xe0 || c >= codeInt8 && c <= codeInt64 || c >= codeUint8 && c <= codeUint32:
-				x, err := s.signed()
+			case fitsInt64(c):
+				s.pos++
+				x, err := s.signed(c)
 				if err != nil {
 					return nil, err
 				}
@@ -402,6 +456,12 @@ func (s *decodeState) goMap(n int) (_ any, marked bool, _ error) {
 	return m, marked, nil
 }
 
+// leafMarkers are the marker keys of SPEC §5 and the leaves they mark.
+var leafMarkers = [...]struct {
+	key  string
+	kind tensor.Kind
+}{{tensorMarker, tensor.KindTensor}, {arrayMarker, tensor.KindArray}, {imageMarker, tensor.KindImage}}
+
 // restoreLeaf turns a marker map whose marker is true into its leaf (SPEC
 // §5); a marker that is false leaves an ordinary map.
 func restoreLeaf(m any) (any, error) {
@@ -417,42 +477,19 @@ func restoreLeaf(m any) (any, error) {
 	default:
 		return m, nil
 	}
-	marked := func(k string) bool { v, _ := get(k); return v == true }
-	switch {
-	case marked(tensorMarker):
-		name, shape, data, err := leafFields(get, "dtype")
-		if err != nil {
-			return nil, fmt.Errorf("%w: tensor: %w", ErrCorrupt, err)
+	for _, l := range leafMarkers {
+		if v, _ := get(l.key); v != true {
+			continue
 		}
-		dt, err := tensor.ParseDType(name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: tensor: %w", ErrCorrupt, err)
-		}
-		t, err := tensor.New(dt, shape, data)
-		if err != nil {
-			return nil, fmt.Errorf("%w: tensor: %w", ErrCorrupt, err)
-		}
-		return t, nil
-	case marked(arrayMarker):
-		name, shape, data, err := leafFields(get, "dtype")
-		a := &tensor.Array{DType: name, Shape: shape, Data: data}
+		name, shape, data, err := leafFields(get, l.kind.NameField())
+		var leaf any
 		if err == nil {
-			err = a.Validate()
+			leaf, err = tensor.NewLeaf(l.kind, name, shape, data)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: ndarray: %w", ErrCorrupt, err)
+			return nil, fmt.Errorf("%w: %v: %w", ErrCorrupt, l.kind, err)
 		}
-		return a, nil
-	case marked(imageMarker):
-		mode, shape, data, err := leafFields(get, "mode")
-		img := &tensor.Image{Mode: mode, Shape: shape, Data: data}
-		if err == nil {
-			err = img.Validate()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: image: %w", ErrCorrupt, err)
-		}
-		return img, nil
+		return leaf, nil
 	}
 	return m, nil
 }
@@ -484,4 +521,66 @@ func leafFields(get func(string) (any, bool), nameKey string) (string, []int, []
 		return "", nil, nil, fmt.Errorf("data is %T, not bytes", dv)
 	}
 	return name, shape, data, nil
+}
+
+// skip passes over one value without building it. Containers add their
+// items to a count rather than recursing, so no nesting exhausts the
+// stack; the count, like enter's, stays within the bytes left.
+func (s *decodeState) skip() error {
+	for left := 1; left > 0; left-- {
+		if s.pos >= len(s.b) {
+			return s.truncated()
+		}
+		c := s.b[s.pos]
+		s.pos++
+		n, items := 0, 0 // bytes to pass, values it holds
+		var err error
+		switch {
+		case c <= 0x7f || c >= 0xe0 || c == codeNil || c == codeFalse || c == codeTrue:
+		case c >= fixMap && c < fixArray:
+			items = 2 * int(c&0x0f)
+		case c >= fixArray && c < fixStr:
+			items = int(c & 0x0f)
+		case c >= fixStr && c < codeNil:
+			n = int(c & 0x1f)
+		case c >= codeBin8 && c <= codeBin32:
+			n, err = s.length(1 << (c - codeBin8))
+		case c >= codeExt8 && c <= codeExt32:
+			n, err = s.length(1 << (c - codeExt8))
+			n++ // the code byte
+		case c >= codeFixExt1 && c <= codeFixE16:
+			n = 1 + 1<<(c-codeFixExt1)
+		case c == codeFloat32:
+			n = 4
+		case c == codeFloat64:
+			n = 8
+		case c >= codeUint8 && c <= codeUint64:
+			n = 1 << (c - codeUint8)
+		case c >= codeInt8 && c <= codeInt64:
+			n = 1 << (c - codeInt8)
+		case c >= codeStr8 && c <= codeStr32:
+			n, err = s.length(1 << (c - codeStr8))
+		case c == codeArray16 || c == codeArray32:
+			items, err = s.length(2 << (c - codeArray16))
+		case c == codeMap16 || c == codeMap32:
+			items, err = s.length(2 << (c - codeMap16))
+			if items > (len(s.b)-s.pos)/2 {
+				return corrupt("map of %d entries past the end at offset %d", items, s.pos)
+			}
+			items *= 2
+		default:
+			return corrupt("reserved type byte 0x%02x at offset %d", c, s.pos-1)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := s.take(n); err != nil {
+			return err
+		}
+		if items > len(s.b)-s.pos-(left-1) {
+			return corrupt("container of %d values past the end at offset %d", items, s.pos)
+		}
+		left += items
+	}
+	return nil
 }

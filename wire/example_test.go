@@ -41,3 +41,31 @@ func ExampleUnmarshal() {
 	fmt.Println(m["finished"], m["__tensor__"])
 	// Output: tensor(bool, shape=[], 1 bytes) false
 }
+
+func ExampleReader() {
+	// A fixed layout read value by value: ["int64", [2, 3], 16], a tensor
+	// frame's descriptor (SPEC §4).
+	b := wire.AppendArrayHeader(nil, 3)
+	b = wire.AppendString(b, "int64")
+	b = wire.AppendInt(wire.AppendInt(wire.AppendArrayHeader(b, 2), 2), 3)
+	b = wire.AppendInt(b, 16)
+
+	r := wire.NewReader(b)
+	n, _ := r.ArrayLen()
+	name, _ := r.Str() // aliases b
+	rank, _ := r.ArrayLen()
+	var shape []uint64
+	for range rank {
+		d, _ := r.Uint()
+		shape = append(shape, d)
+	}
+	offset, err := r.Uint()
+	fmt.Println(n, string(name), shape, offset, err, r.Len())
+
+	// A value of another type is an error wrapping ErrCorrupt.
+	_, err = wire.NewReader(b).Bin()
+	fmt.Println(err)
+	// Output:
+	// 3 int64 [2 3] 16 <nil> 0
+	// wire: corrupt msgpack: 0x93 at offset 0 where a bin belongs
+}

@@ -128,23 +128,23 @@ func appendBin(b []byte, v []byte) []byte {
 
 // AppendArrayHeader appends the header of a msgpack array of n elements.
 func AppendArrayHeader(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, fixArray|byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, codeArray16), uint16(n))
-	}
-	return binary.BigEndian.AppendUint32(append(b, codeArray32), uint32(n))
+	return appendContainerHeader(b, n, fixArray, codeArray16)
 }
 
 func appendMapHeader(b []byte, n int) []byte {
+	return appendContainerHeader(b, n, fixMap, codeMap16)
+}
+
+// appendContainerHeader writes an array's or map's header in its smallest
+// form: fix|n, code16 with a u16, or the 32-bit code (code16+1) with a u32.
+func appendContainerHeader(b []byte, n int, fix, code16 byte) []byte {
 	switch {
 	case n < 16:
-		return append(b, fixMap|byte(n))
+		return append(b, fix|byte(n))
 	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, codeMap16), uint16(n))
+		return binary.BigEndian.AppendUint16(append(b, code16), uint16(n))
 	}
-	return binary.BigEndian.AppendUint32(append(b, codeMap32), uint32(n))
+	return binary.BigEndian.AppendUint32(append(b, code16+1), uint32(n))
 }
 
 func appendExt(b []byte, code int8, data []byte) []byte {

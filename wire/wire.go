@@ -1,9 +1,30 @@
 // Package wire is the msgpack form of a payload (SPEC §5): byte for byte what
-// vLLM-Omni's OmniSerializer (msgspec) writes, and its inverse.
+// vLLM-Omni's OmniSerializer (msgspec) writes, and its inverse. It is the
+// module's one msgpack codec: the tensor frame (package frame) writes its
+// header with the Append functions and reads it with Reader.
 //
 // Tensors, numpy arrays and images travel as maps whose first key is a marker
 // ("__tensor__", "__ndarray__", "__pil_image__") with the value true; decoding
 // restores them as *tensor.Tensor, *tensor.Array and *tensor.Image.
+//
+// The API comes in three layers: Marshal and Unmarshal for whole values;
+// Encoder and Decoder, whose hooks let the frame codec replace tensors by
+// references; and the streaming pieces, Reader and the Append functions,
+// for fixed layouts.
+//
+// # Ownership
+//
+//   - Marshal and Append copy what they encode into the bytes they return
+//     and keep no reference to the value.
+//   - Unmarshal returns a value that shares nothing with its input: the
+//     input (ring memory, say) may be reused at once (SPEC §3).
+//   - UnmarshalOwned, and Decoder with Owned set, let bins of at least
+//     OwnedAliasMin bytes alias the input, which the caller hands over.
+//   - Decoder's Ext hook and Reader see bytes that alias the input: valid
+//     during the hook's call, or as long as the input is.
+//
+// Bad input never panics or reads out of bounds: decoding errors wrap
+// ErrCorrupt, encoding errors ErrUnsupported.
 package wire
 
 import "errors"

@@ -22,6 +22,24 @@ func mustHex(s string) []byte {
 	return b
 }
 
+func mustMarshal(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := wire.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustUnmarshal(t testing.TB, b []byte) any {
+	t.Helper()
+	v, err := wire.Unmarshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 type inner struct {
 	N int `msgpack:"n"`
 }
@@ -165,14 +183,8 @@ func TestUnmarshalNeverAliasesInput(t *testing.T) {
 		"e": wire.Ext{Code: 5, Data: []byte{4}},
 		"a": &tensor.Array{DType: "|u1", Shape: []int{1}, Data: []byte{9}},
 	}
-	in, err := wire.Marshal(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := wire.Unmarshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := mustMarshal(t, payload)
+	got := mustUnmarshal(t, in)
 	for i := range in {
 		in[i] = 0xff // the ring slot is reused
 	}
@@ -236,10 +248,7 @@ func TestOrderedDecodeKeepsWireOrder(t *testing.T) {
 func TestUnmarshalOwnedAliasesOnlyLargeBins(t *testing.T) {
 	big := make([]byte, wire.OwnedAliasMin)
 	big[0] = 7
-	b, err := wire.Marshal(map[string]any{"big": big, "small": []byte{1, 2, 3}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustMarshal(t, map[string]any{"big": big, "small": []byte{1, 2, 3}})
 	v, err := wire.UnmarshalOwned(b)
 	if err != nil {
 		t.Fatal(err)

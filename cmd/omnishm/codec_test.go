@@ -2,119 +2,57 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
+	"omnishm/frame"
+	"omnishm/internal/vectortest"
 	"omnishm/jsonform"
 	"omnishm/tensor"
 	"omnishm/wire"
 )
 
+// vectors is the vector directory for the tests of other commands here;
+// the codec tests read it through vectortest.
 const vectors = "../../testdata/vectors"
-
-// vectorFiles lists the payload vectors: name -> {json, msgpack, frame}
-// file names (empty when the case has none).
-func vectorFiles(t *testing.T) map[string][3]string {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(vectors, "index.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var index map[string]map[string]any
-	if err := json.Unmarshal(raw, &index); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][3]string{}
-	for name, c := range index {
-		if _, ring := c["bin"]; ring {
-			continue
-		}
-		str := func(k string) string { s, _ := c[k].(string); return s }
-		out[name] = [3]string{str("json"), str("msgpack"), str("frame")}
-	}
-	if len(out) < 25 {
-		t.Fatalf("only %d vector cases", len(out))
-	}
-	return out
-}
 
 // TestDecodeVectors: decoding every vector file prints the case's JSON
 // text, byte for byte as the Python reference printed it: in-process for
-// each --as, and through `omnishm decode` (auto) for one file per case, so
-// the test stays light on child processes.
+// each --as that fits, and through `omnishm decode` (auto) for one file per
+// case, so the test stays light on child processes.
 func TestDecodeVectors(t *testing.T) {
-	for name, files := range vectorFiles(t) {
-		want, err := os.ReadFile(filepath.Join(vectors, files[0]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = bytes.TrimSuffix(want, []byte("\n"))
-		t.Run(name, func(t *testing.T) {
-			ran := false
-			for i, form := range []string{"", formMsgpack, formFrame} {
-				if i == 0 || files[i] == "" {
-					continue
+	vectortest.Each(t, vectortest.JSON, func(t *testing.T, c vectortest.Case, _ []byte) {
+		want := vectortest.WantText(t, c)
+		ran := false
+		for _, form := range []vectortest.Form{vectortest.Msgpack, vectortest.Frame} {
+			file := c.File(form)
+			if file == "" {
+				continue
+			}
+			b := vectortest.Read(t, file)
+			for _, as := range []string{formAuto, form.String()} {
+				v, err := decoders[as](b)
+				if err != nil {
+					t.Fatalf("%s as %s: %v", file, as, err)
 				}
-				path := filepath.Join(vectors, files[i])
-				b, err := os.ReadFile(path)
+				got, err := jsonform.Marshal(v)
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, as := range []string{formAuto, form} {
-					v, err := decodePayload(b, as)
-					if err != nil {
-						t.Fatalf("%s as %s: %v", files[i], as, err)
-					}
-					got, err := jsonform.Marshal(v)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !bytes.Equal(got, want) {
-						t.Errorf("%s as %s printed\n%.300s\nwant\n%.300s", files[i], as, got, want)
-					}
-				}
-				if !ran {
-					ran = true
-					r := omnishm(t, nil, "decode", path)
-					r.wantSuccess(t)
-					if !bytes.Equal(r.stdout, append(want, '\n')) {
-						t.Errorf("omnishm decode %s printed\n%.300s\nwant\n%.300s", path, r.stdout, want)
-					}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s as %s printed\n%.300s\nwant\n%.300s", file, as, got, want)
 				}
 			}
-		})
-	}
-}
-
-// TestLooksLikeFrame: the auto heuristic tells every vector's two forms
-// apart, and rejects cut or mangled frames without reading out of bounds.
-func TestLooksLikeFrame(t *testing.T) {
-	for name, files := range vectorFiles(t) {
-		if files[1] != "" {
-			b, _ := os.ReadFile(filepath.Join(vectors, files[1]))
-			if looksLikeFrame(b) {
-				t.Errorf("%s: msgpack form taken for a frame", name)
+			if !ran {
+				ran = true
+				path := vectortest.Path(t, file)
+				r := omnishm(t, nil, "decode", path)
+				r.wantSuccess(t)
+				if !bytes.Equal(r.stdout, append(want, '\n')) {
+					t.Errorf("omnishm decode %s printed\n%.300s\nwant\n%.300s", path, r.stdout, want)
+				}
 			}
 		}
-		if files[2] != "" {
-			b, _ := os.ReadFile(filepath.Join(vectors, files[2]))
-			if !looksLikeFrame(b) {
-				t.Errorf("%s: frame not recognised", name)
-			}
-			// Cut before the data start: no longer a frame.
-			n := int(b[0]) | int(b[1])<<8 | int(b[2])<<16 | int(b[3])<<24
-			if looksLikeFrame(b[:4+n-1]) || looksLikeFrame(b[:3]) {
-				t.Errorf("%s: cut frame taken for a frame", name)
-			}
-		}
-	}
-	for _, b := range [][]byte{nil, {0xff, 0xff, 0xff, 0xff}, {0, 0, 0, 0}, {1, 0, 0, 0, 0x93}} {
-		if looksLikeFrame(b) {
-			t.Errorf("looksLikeFrame(%x) = true", b)
-		}
-	}
+	})
 }
 
 // TestEncodeDecodeRoundTrip: a payload with a tensor of each dtype goes
@@ -139,11 +77,11 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, as := range []string{formFrame, formMsgpack} {
-			b, err := encodePayload(mustUnmarshal(t, text), as)
+			b, err := encoders[as](mustUnmarshal(t, text))
 			if err != nil {
 				t.Fatalf("%v as %s: %v", d, as, err)
 			}
-			v, err := decodePayload(b, formAuto)
+			v, err := decoders[formAuto](b)
 			if err != nil {
 				t.Fatalf("%v as %s: %v", d, as, err)
 			}
@@ -161,7 +99,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		t.Run(as, func(t *testing.T) {
 			enc := omnishm(t, text, "encode", "--as", as, "-")
 			enc.wantSuccess(t)
-			if got := looksLikeFrame(enc.stdout); got != (as == formFrame) {
+			if got := frame.Detect(enc.stdout); got != (as == formFrame) {
 				t.Errorf("encoded bytes look like a frame: %v", got)
 			}
 			dec := omnishm(t, enc.stdout, "decode")
@@ -186,11 +124,7 @@ func mustUnmarshal(t *testing.T, text []byte) any {
 // written in its plain msgpack form (SPEC §4).
 func TestEncodeTensorFree(t *testing.T) {
 	text := []byte(`{"a":[1,2.5,"NaN",{"$bytes":"AQI="}],"b":null}`)
-	v, err := jsonform.Unmarshal(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := wire.Marshal(v)
+	want, err := wire.Marshal(mustUnmarshal(t, text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,15 +138,9 @@ func TestEncodeTensorFree(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	frameBytes, err := os.ReadFile(filepath.Join(vectors, "tree_float32.frame"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	frameBytes := vectortest.Read(t, "tree_float32.frame")
 	cut := frameBytes[:len(frameBytes)-16]
-	msgpackBytes, err := os.ReadFile(filepath.Join(vectors, "scalars.msgpack"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	msgpackBytes := vectortest.Read(t, "scalars.msgpack")
 	cases := []struct {
 		name  string
 		stdin []byte
@@ -242,14 +170,8 @@ func TestBadInput(t *testing.T) {
 // TestDecodeChangedTensorByte: a changed byte of tensor data changes the
 // printed value and nothing else.
 func TestDecodeChangedTensorByte(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(vectors, "large_tensor.frame"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := os.ReadFile(filepath.Join(vectors, "large_tensor.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := vectortest.Read(t, "large_tensor.frame")
+	want := vectortest.Read(t, "large_tensor.json")
 	headerLen := int(b[0]) | int(b[1])<<8 | int(b[2])<<16 | int(b[3])<<24
 	b[(4+headerLen+15)&^15] ^= 0xff
 	r := omnishm(t, b, "decode")
@@ -270,20 +192,13 @@ func TestDecodeChangedTensorByte(t *testing.T) {
 	}
 }
 
-// FuzzDecodeAuto: whatever the bytes, decoding gives a value or an error.
+// FuzzDecodeAuto: whatever the bytes, decoding gives a value or a refusal
+// of the form it was taken for.
 func FuzzDecodeAuto(f *testing.F) {
-	for _, name := range []string{"tree_float16.frame", "scalars.msgpack", "ext_literal.frame", "typed_payload.msgpack"} {
-		if b, err := os.ReadFile(filepath.Join(vectors, name)); err == nil {
-			f.Add(b)
-		}
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := decodePayload(b, formAuto)
-		if err != nil {
-			return
-		}
+	vectortest.Seed(f, vectortest.Frame)
+	vectortest.FuzzDecoder(f, vectortest.Msgpack, decoders[formAuto], func(t *testing.T, _ []byte, v any) {
 		if _, err := jsonform.Marshal(v); err != nil {
 			t.Fatalf("decoded value has no JSON form: %v", err)
 		}
-	})
+	}, wire.ErrCorrupt, frame.ErrCorrupt)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"omnishm/jsonform"
 )
@@ -18,26 +17,13 @@ func init() {
 }
 
 func runDecode(ctx context.Context, args []string, inv *invocation) int {
-	fs := inv.flags()
-	as := fs.String("as", formAuto, "byte form to read: frame (SPEC §4), msgpack (SPEC §5), or auto: a frame\n"+
-		"when the bytes start with a u32 header length whose header is a msgpack\n"+
-		"array of 3 ending in a 16-byte nonce, msgpack otherwise")
-	if code, ok := inv.parse(fs, args); !ok {
+	as, b, code, ok := codecArgs(inv, args, formAuto, "byte form to read: frame (SPEC §4), msgpack (SPEC §5), or auto: a frame\n"+
+		"when the bytes start with a valid tensor frame header (its u32 length, then\n"+
+		"[descriptors, tree, 16-byte nonce]), msgpack otherwise", formAuto, formFrame, formMsgpack)
+	if !ok {
 		return code
 	}
-	switch *as {
-	case formAuto, formFrame, formMsgpack:
-	default:
-		return inv.usageError("--as %q: want auto, frame or msgpack", *as)
-	}
-	if fs.NArg() > 1 {
-		return inv.usageError("want at most one input file, got %s", strings.Join(fs.Args(), " "))
-	}
-	b, err := inv.readInput(fs.Args())
-	if err != nil {
-		return inv.fail(err)
-	}
-	v, err := decodePayload(b, *as)
+	v, err := decoders[as](b)
 	if err != nil {
 		return inv.fail(fmt.Errorf("decode: %w", err))
 	}

@@ -1,7 +1,10 @@
 // Package vectortest loads the reference vectors made by the Python
-// implementation (testdata/vectors) for the codec tests: the index, the
-// bytes, the JSON form (SPEC §10) turned into expected values by a decoder
-// of its own (independent of package jsonform), and a content comparison.
+// implementation (testdata/vectors) for the tests of every package: the
+// index, the files from any package's directory, a subtest per case (Each),
+// fuzz corpora seeded with them (Seed), the JSON form (SPEC §10) turned
+// into expected values by a decoder of its own (independent of package
+// jsonform, which it must not import: jsonform's own tests use it), and a
+// content comparison of decoded payloads (SameValue).
 package vectortest
 
 import (
@@ -10,9 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,60 +20,6 @@ import (
 	"omnishm/tensor"
 	"omnishm/wire"
 )
-
-// Dir is the vector directory, relative to a top-level package of the
-// module (where go test runs that package's tests).
-const Dir = "../testdata/vectors"
-
-// Case is one entry of index.json (README.md there says what each holds).
-type Case struct {
-	Name                string
-	Msgpack             string `json:"msgpack"`
-	Frame               string `json:"frame"`
-	JSON                string `json:"json"`
-	MsgpackRefused      string `json:"msgpack_refused"`
-	FrameIsPlainMsgpack bool   `json:"frame_is_plain_msgpack"`
-}
-
-// LoadIndex returns the payload cases of index.json sorted by name (entries
-// named with a leading underscore, the ring file, are not payloads).
-func LoadIndex(t testing.TB) []Case {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(Dir, "index.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var idx map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &idx); err != nil {
-		t.Fatal(err)
-	}
-	var cases []Case
-	for name, body := range idx {
-		if strings.HasPrefix(name, "_") {
-			continue
-		}
-		c := Case{Name: name}
-		if err := json.Unmarshal(body, &c); err != nil {
-			t.Fatal(err)
-		}
-		cases = append(cases, c)
-	}
-	sort.Slice(cases, func(i, j int) bool { return cases[i].Name < cases[j].Name })
-	if len(cases) < 30 { // README.md lists 30: a short index must not pass vacuously
-		t.Fatalf("index.json lists only %d payload cases", len(cases))
-	}
-	return cases
-}
-
-// Read returns the content of the vector file name.
-func Read(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(Dir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // FromJSON turns SPEC §10's JSON form into the values Unmarshal yields.
 // Floats spelled as the strings "NaN" and "Infinity" stay strings here;
@@ -272,6 +218,9 @@ func SameValue(got, want any) error {
 	return nil
 }
 
+// AsStringMap returns a decoded map with string keys as a map[string]any,
+// whether it was decoded as one or in wire order (wire.Map); nil for
+// anything else.
 func AsStringMap(v any) map[string]any {
 	switch x := v.(type) {
 	case map[string]any:
