@@ -1,23 +1,20 @@
 package ring
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
+	"omnishm/internal/shmtest"
+	"omnishm/scope"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"omnishm/descriptor"
-	"omnishm/internal/shmtest"
-	"omnishm/scope"
 )
+
+// Tests of a Transport's own files over its life: setup, fallback, Close.
 
 // countingHandler counts warnings.
 type countingHandler struct {
@@ -140,198 +137,6 @@ func TestCloseIsIdempotentAndRemovesOwnedFiles(t *testing.T) {
 	mustMiss(t, r, "0", "1", "x", nil)
 }
 
-// roleProducer: args scope, key, value. Puts, prints the descriptor, then
-// obeys one command: "exit" (without Close), "close", or waits to be killed.
-func roleProducer(args []string) int {
-	tr, err := New(Options{Names: scope.New(args[0]), Capacity: 4096, Logger: quiet})
-	if err != nil {
-		return 1
-	}
-	d, ok, err := putBytes(tr, "0", "1", args[1], []byte(args[2]))
-	if !ok || err != nil {
-		return 1
-	}
-	b, _ := json.Marshal(d)
-	shmtest.Say("%s", b)
-	switch shmtest.Hear() {
-	case "close":
-		tr.Close()
-	case "exit":
-		os.Exit(0)
-	}
-	return 0
-}
-
-func TestDeadProducerFramesNeverDelivered(t *testing.T) {
-	for _, how := range []string{"exit", "kill"} {
-		t.Run(how, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			r := newTransport(t, sc, 4096)
-			child := shmtest.Start(t, "producer", sc, "restart", "11")
-			var old descriptor.RingHandle
-			if err := json.Unmarshal([]byte(child.Line(t, wait)), &old); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { // in case the receiver did not prune them
-				os.Remove(scope.ShmDir + "/" + old.Name)
-				os.Remove(scope.New(sc).RingDir() + "/" + old.Name)
-				os.Remove(scope.New(sc).RingDir())
-			})
-			// Attach the live ring (and index its frame) without claiming.
-			mustMiss(t, r, "0", "1", "not-published", nil)
-			if len(r.readerFDs()) != 1 {
-				t.Fatal("ring not attached")
-			}
-			if how == "exit" {
-				child.Send(t, "exit")
-				if err := child.Wait(t, wait); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				child.Kill()
-			}
-			mustMiss(t, r, "0", "1", "restart", &old)
-			mustMiss(t, r, "0", "1", "restart", nil)
-			if n := len(r.readerFDs()); n != 0 {
-				t.Fatalf("%d rings still attached", n)
-			}
-			replacement := newTransport(t, sc, 4096)
-			mustPut(t, replacement, "0", "1", "restart", []byte("22"))
-			if got := mustGet(t, r, "0", "1", "restart", nil); string(got) != "22" {
-				t.Fatalf("got %q", got)
-			}
-			// Discovery pruned the dead producer's marker and its ring.
-			if _, err := os.Stat(scope.ShmDir + "/" + old.Name); !os.IsNotExist(err) {
-				t.Fatalf("dead ring file: %v", err)
-			}
-			if _, err := os.Stat(scope.New(sc).RingDir() + "/" + old.Name); !os.IsNotExist(err) {
-				t.Fatalf("dead marker: %v", err)
-			}
-		})
-	}
-}
-
-func TestPythonRingAttachRejectedAsDeadProducer(t *testing.T) {
-	sc := shmtest.Scope(t)
-	names := scope.New(sc)
-	file, want := loadRingVector(t)
-	name := names.EdgePrefix("0", "1") + "109620_" + strings.Repeat("ab", 16)
-	path := scope.ShmDir + "/" + name
-	if err := os.WriteFile(path, file, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(path); os.Remove(names.RingDir() + "/" + name); os.Remove(names.RingDir()) })
-	r := newTransport(t, sc, 4096)
-	for key, w := range want.Ready {
-		d := descriptor.RingHandle{Name: name, Position: w.Position, Size: w.Size}
-		mustMiss(t, r, "0", "1", key, &d)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatal("a descriptor miss removed the ring")
-	}
-	// Through discovery the marker is pruned and the dead ring removed.
-	if err := os.Mkdir(names.RingDir(), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(names.RingDir()+"/"+name, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mustMiss(t, r, "0", "1", "req55_0_55", nil)
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("dead ring: %v", err)
-	}
-	if _, err := os.Stat(names.RingDir() + "/" + name); !os.IsNotExist(err) {
-		t.Fatalf("marker: %v", err)
-	}
-	// The bad descriptor name is an error, not a miss.
-	if _, _, _, err := r.Get("0", "1", "k", &descriptor.RingHandle{Name: "../etc/passwd"}, decodeCopy); err == nil {
-		t.Fatal("invalid ring name accepted")
-	}
-}
-
-func TestGoProducerPythonLayout(t *testing.T) {
-	// The file a Go producer writes parses as the Python layout: header,
-	// 16-byte aligned frames, padding at the wrap, state byte at 9.
-	_, p, r := pair(t, 4096)
-	var d descriptor.RingHandle
-	for i := range 9 {
-		d = mustPut(t, p, "0", "1", fmt.Sprintf("req%d_0_%d", i, i), codes(i))
-		if i < 7 {
-			mustGet(t, r, "0", "1", fmt.Sprintf("req%d_0_%d", i, i), nil)
-		}
-	}
-	file, err := os.ReadFile(scope.ShmDir + "/" + d.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, frames, err := Parse(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start, _ := StartTime(os.Getpid())
-	if string(file[:8]) != "OMSHMR01" || h.Capacity != 4096 || h.CreatorPID != uint64(os.Getpid()) || h.CreatorStart != start {
-		t.Fatalf("header %+v", h)
-	}
-	if !bytes.Equal(file[48:64], make([]byte, 16)) {
-		t.Fatal("header bytes 48..63 not zero")
-	}
-	ready := 0
-	for _, f := range frames {
-		if f.Kind == KindBytes && !f.Done {
-			ready++
-			want := 16 + len(f.Key) + f.PayloadLen
-			if f.Total != (want+15)&^15 {
-				t.Fatalf("frame %+v", f)
-			}
-		}
-	}
-	if ready != 2 || frames[len(frames)-1].Position != d.Position {
-		t.Fatalf("frames %+v", frames)
-	}
-	info, err := Inspect(scope.ShmDir + "/" + d.Name)
-	if err != nil || info.Busy || !info.Alive || len(info.Frames) != len(frames) {
-		t.Fatalf("Inspect: %+v %v", info, err)
-	}
-}
-
-func TestPruneRemovesOnlyDeadProducers(t *testing.T) {
-	sc := shmtest.Scope(t)
-	names := scope.New(sc)
-	live := newTransport(t, sc, 4096)
-	d := mustPut(t, live, "0", "1", "live", []byte{1})
-	file, _ := loadRingVector(t)
-	dead := names.EdgePrefix("0", "1") + "109620_" + strings.Repeat("cd", 16)
-	stale := names.EdgePrefix("0", "1") + "1_" + strings.Repeat("ef", 16)
-	if err := os.WriteFile(scope.ShmDir+"/"+dead, file, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range []string{dead, stale} {
-		if err := os.WriteFile(names.RingDir()+"/"+m, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, p := range []string{scope.ShmDir + "/" + dead, names.RingDir() + "/" + dead, names.RingDir() + "/" + stale} {
-			os.Remove(p)
-		}
-	})
-	removed, err := Prune(names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{scope.ShmDir + "/" + dead, names.RingDir() + "/" + dead, names.RingDir() + "/" + stale}
-	slices.Sort(removed)
-	slices.Sort(want)
-	if !slices.Equal(removed, want) {
-		t.Fatalf("removed %v, want %v", removed, want)
-	}
-	for _, p := range []string{scope.ShmDir + "/" + d.Name, names.RingDir() + "/" + d.Name} {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("live producer's %s: %v", p, err)
-		}
-	}
-}
-
 func TestRingDirectoryRemovedAndRecreated(t *testing.T) {
 	sc := shmtest.Scope(t)
 	r := newTransport(t, sc, 4096)
@@ -347,66 +152,5 @@ func TestRingDirectoryRemovedAndRecreated(t *testing.T) {
 		if _, _, dir := scopeFiles(t, sc); dir {
 			t.Fatal("ring directory left after its last producer closed")
 		}
-	}
-}
-
-func TestNewProducerInAnotherProcess(t *testing.T) {
-	for _, watched := range []bool{true, false} {
-		t.Run(fmt.Sprintf("watcher=%v", watched), func(t *testing.T) {
-			defer setWatcher(watched)()
-			sc, p, r := pair(t, 4096)
-			mustPut(t, p, "0", "1", "first", []byte{1})
-			mustGet(t, r, "0", "1", "first", nil)
-			mustMiss(t, r, "0", "1", "from-child", nil) // edge discovered, stamp cached
-			child := shmtest.Start(t, "producer", sc, "from-child", "hi")
-			child.Line(t, wait) // put done
-			if watched {
-				// The watcher reads the child's registry event asynchronously.
-				shmtest.Eventually(t, wait, "the child's ring", func() bool {
-					_, ok, err := getBytes(r, "0", "1", "from-child", nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return ok
-				})
-			} else if got := mustGet(t, r, "0", "1", "from-child", nil); string(got) != "hi" {
-				t.Fatalf("got %q", got)
-			}
-			child.Send(t, "close")
-			if err := child.Wait(t, wait); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-}
-
-// Refresh makes a registry change made before it visible to the next Get,
-// even while the watcher loop has not run (held back here).
-func TestRefreshSeesANewProducerBeforeTheWatcher(t *testing.T) {
-	gate := make(chan struct{})
-	drainGate.Store(&gate)
-	defer drainGate.Store(nil)
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(gate)
-		}
-	}
-	defer release()
-	sc, p, r := pair(t, 4096)
-	mustPut(t, p, "0", "1", "first", []byte{1})
-	mustGet(t, r, "0", "1", "first", nil)
-	mustMiss(t, r, "0", "1", "from-child", nil) // edge discovered, stamp cached
-	child := shmtest.Start(t, "producer", sc, "from-child", "hi")
-	child.Line(t, wait) // its ring, marker and frame exist
-	r.Refresh()
-	if got := mustGet(t, r, "0", "1", "from-child", nil); string(got) != "hi" {
-		t.Fatalf("got %q", got)
-	}
-	release()
-	child.Send(t, "close")
-	if err := child.Wait(t, wait); err != nil {
-		t.Fatal(err)
 	}
 }
