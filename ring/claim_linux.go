@@ -49,11 +49,8 @@ func Claimed(h descriptor.RingHandle) (bool, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if head.Capacity == 0 {
-		return fail(fmt.Errorf("%w: capacity 0", ErrCorrupt))
-	}
 	var fh [frameHeaderSize]byte
-	if head.Tail <= h.Position && h.Position < head.Head {
+	if head.Capacity > 0 && head.Tail <= h.Position && h.Position < head.Head {
 		if n, err := pread(fd, fh[:], HeaderSize+int64(h.Position%head.Capacity)); err != nil {
 			return fail(err)
 		} else if n < len(fh) {

@@ -232,6 +232,9 @@ func claimed(h Header, tail, pos uint64, size int, b []byte) (bool, error) {
 	if pos >= h.Head {
 		return false, fmt.Errorf("%w: no frame at position %d (head %d)", descriptor.ErrBad, pos, h.Head)
 	}
+	if h.Capacity == 0 || len(b) < frameHeaderSize {
+		return false, fmt.Errorf("%w: capacity %d, %d frame header bytes", ErrCorrupt, h.Capacity, len(b))
+	}
 	f, err := decodeFrame(b, pos, h.Capacity)
 	if err != nil {
 		return false, err
@@ -387,8 +390,9 @@ func (ix *index) scan(data []byte, head, tail uint64) error {
 
 // Parse reads a whole ring file (header + data) and lists the frames from
 // tail to head, for tools and tests. It never takes a lock: the caller
-// gives a consistent copy. Errors wrap ErrCorrupt; the frames read before a
-// corrupt one are returned with it.
+// gives a consistent copy. Errors wrap ErrCorrupt (the frames read before a
+// corrupt one are returned with it), or ErrNotInitialized for a header not
+// written yet.
 func Parse(file []byte) (Header, []FrameInfo, error) {
 	h, err := decodeHeader(file)
 	if err != nil {

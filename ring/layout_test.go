@@ -307,8 +307,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("OMSHMR01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, frames, err := Parse(b)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("error %v does not wrap ErrCorrupt", err)
+		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotInitialized) {
+			t.Fatalf("error %v wraps neither ErrCorrupt nor ErrNotInitialized", err)
+		}
+		if rh, err := ReadHeader(b); err == nil && (len(b) < HeaderSize || rh.Capacity != binary.LittleEndian.Uint64(b[offCapacity:])) {
+			t.Fatalf("ReadHeader(%d bytes) = %+v", len(b), rh)
 		}
 		for _, fr := range frames {
 			if fr.Position < h.Tail || fr.Position >= h.Head || fr.Total < 16 || fr.Total%16 != 0 {
@@ -450,4 +453,23 @@ func TestClaimedDecision(t *testing.T) {
 	if c, err := claimed(h, h.Tail, pos, 3, fh()); !c || err != nil {
 		t.Fatalf("done frame: %v %v", c, err)
 	}
+}
+
+// FuzzClaimed feeds the claim decision a header and a frame header as an
+// unlocked read may find them: any bytes, never a panic.
+func FuzzClaimed(f *testing.F) {
+	r := newMemRing(4096)
+	pos, _ := r.put("k", []byte{1, 2, 3})
+	f.Add(r.file[:HeaderSize], r.data()[pos:pos+frameHeaderSize], pos, 3)
+	f.Add(make([]byte, HeaderSize), []byte{}, uint64(0), 0)
+	f.Fuzz(func(t *testing.T, hdr, fh []byte, pos uint64, size int) {
+		h, err := ReadHeader(hdr)
+		if err != nil {
+			return
+		}
+		done, err := claimed(h, h.Tail, pos, size, fh)
+		if err == nil && !done && (pos < h.Tail || pos >= h.Head) {
+			t.Fatalf("position %d outside [%d, %d) waiting", pos, h.Tail, h.Head)
+		}
+	})
 }
