@@ -3,14 +3,13 @@ package shmstate
 import (
 	"errors"
 	"fmt"
+	"omnishm/ring"
+	"omnishm/scope"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"omnishm/ring"
-	"omnishm/scope"
 )
 
 // errSkip marks a candidate that failed its re-check: not an error, the
