@@ -11,6 +11,7 @@ import (
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/scope"
+	"omnishm/shmstate"
 )
 
 // These tests drive a ring.Transport directly, without a connector,
@@ -102,7 +103,13 @@ func TestGoRingTransportToPythonReceiver(t *testing.T) {
 
 func TestPythonRingProducerToGoRingTransport(t *testing.T) {
 	s := shmtest.Scope(t)
-	removeScopeAfterCrash(t, s)
+	// What the crashed producer leaves (its ring, marker, the directory)
+	// goes as in a deployment: `omnishm prune`'s sweep, once it is dead.
+	t.Cleanup(func() {
+		if _, err := shmstate.Prune(shmstate.PruneOptions{Options: shmstate.Options{Scopes: []string{s}}}); err != nil {
+			t.Error(err)
+		}
+	})
 	first := shmtest.Key("p_first")
 	py := startPeer(t, "put", s, "0", "1", first, "0", hexFile(t, codes(0)), "--ring-bytes", "4096")
 	parseRing := func(key string) descriptor.RingHandle {
