@@ -3,7 +3,6 @@ package ring
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"omnishm/descriptor"
 	"omnishm/internal/shmtest"
@@ -29,22 +28,13 @@ func TestClaimedByAnotherProcess(t *testing.T) {
 	mustClaimed(t, d, false)
 
 	holder := shmtest.HoldLock(t, scope.ShmDir+"/"+d.Name)
-	done := make(chan error, 1)
-	go func() {
+	withoutWaiting(t, "Claimed", func() error {
 		claimed, err := Claimed(d)
 		if claimed {
 			err = errors.New("claimed while nobody claimed it")
 		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(wait):
-		t.Fatal("Claimed waited for another process's lock")
-	}
+		return err
+	})
 	holder.Release(t)
 
 	child := shmtest.Start(t, "receiver", sc, "watched")
