@@ -289,6 +289,9 @@ func TestEmptyPollNeitherScansNorLocks(t *testing.T) {
 			}
 			// Without the watcher a miss stats the directory and checks the
 			// producer, as the Python receiver does; with it, nothing.
+			if err := r.WatchErr(); (err == nil) != watched {
+				t.Fatalf("WatchErr = %v with the watcher %v", err, watched)
+			}
 			if watched {
 				if after.stats != before.stats || after.liveness != before.liveness {
 					t.Fatalf("watched misses stat the directory: %+v -> %+v", before, after)
