@@ -12,6 +12,7 @@ import (
 	"omnishm/frame"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
+	"omnishm/proc"
 	"omnishm/ring"
 	"omnishm/scope"
 	"omnishm/tensor"
@@ -287,19 +288,17 @@ func TestPythonChecksGoCreatorStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	header := make([]byte, 64)
+	header := make([]byte, ring.HeaderSize)
 	if _, err := f.ReadAt(header, 0); err != nil {
 		t.Fatal(err)
 	}
-	start, err := ring.StartTime(os.Getpid())
+	self, err := proc.Self()
 	if err != nil {
 		t.Fatal(err)
 	}
-	le := binary.LittleEndian
-	if string(header[:8]) != "OMSHMR01" || le.Uint64(header[8:]) != ring.DefaultCapacity ||
-		le.Uint64(header[32:]) != uint64(os.Getpid()) || le.Uint64(header[40:]) != start ||
-		!bytes.Equal(header[48:], make([]byte, 16)) {
-		t.Fatalf("Go ring header % x: want magic, capacity %d, pid %d, start %d, zeros", header, ring.DefaultCapacity, os.Getpid(), start)
+	h, err := ring.ReadHeader(header)
+	if err != nil || h.Capacity != ring.DefaultCapacity || h.Creator() != self || !bytes.Equal(header[48:], make([]byte, 16)) {
+		t.Fatalf("Go ring header % x (%+v, %v): want magic, capacity %d, creator %v, zeros", header, h, err, ring.DefaultCapacity, self)
 	}
 	if r, _ := pyGet(t, s, k1, "", "0"); r == nil {
 		t.Fatal("Python rejected a live Go producer's ring")
@@ -310,7 +309,7 @@ func TestPythonChecksGoCreatorStart(t *testing.T) {
 		t.Fatalf("put: %v %v", d2, err)
 	}
 	// As if the pid had been reused by another process.
-	if _, err := f.WriteAt(le.AppendUint64(nil, start+1), 40); err != nil {
+	if _, err := f.WriteAt(binary.LittleEndian.AppendUint64(nil, self.Start+1), 40); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := pyGet(t, s, k2, d2.String(), "0"); r != nil {

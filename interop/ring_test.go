@@ -11,6 +11,7 @@ import (
 	"omnishm/frame"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
+	"omnishm/proc"
 	"omnishm/ring"
 	"omnishm/scope"
 	"omnishm/wire"
@@ -89,8 +90,8 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Busy || !info.Alive || int(info.Header.CreatorPID) != py.cmd.Process.Pid {
-		t.Fatalf("inspect: busy=%v alive=%v pid=%d, want pid %d", info.Busy, info.Alive, info.Header.CreatorPID, py.cmd.Process.Pid)
+	if info.Busy || info.Producer != proc.Alive || int(info.Header.CreatorPID) != py.cmd.Process.Pid {
+		t.Fatalf("inspect: busy=%v producer %v pid=%d, want pid %d", info.Busy, info.Producer, info.Header.CreatorPID, py.cmd.Process.Pid)
 	}
 	for _, f := range info.Frames {
 		if !f.Done {

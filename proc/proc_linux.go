@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -76,6 +78,9 @@ func Gone(pid int) bool { return validPID(pid) && unix.Kill(pid, 0) == unix.ESRC
 type Handle struct {
 	id        ID
 	file      *os.File
+	rc        syscall.RawConn
+	probe     func(fd uintptr) // sets exited: built once, so Exited allocates nothing
+	exited    atomic.Bool
 	closed    chan struct{}
 	closeOnce sync.Once
 	watchOnce sync.Once
@@ -102,6 +107,15 @@ func Open(id ID) (*Handle, error) {
 		return nil, fmt.Errorf("proc: pidfd of %v: %w", id, err)
 	}
 	h := &Handle{id: id, file: os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(id.PID)), closed: make(chan struct{})}
+	h.probe = func(fd uintptr) {
+		if pidfdReadable(int(fd)) {
+			h.exited.Store(true)
+		}
+	}
+	if h.rc, err = h.file.SyscallConn(); err != nil {
+		h.file.Close()
+		return nil, fmt.Errorf("proc: pidfd of %v: %w", id, err)
+	}
 	// The pidfd was opened after the start time was recorded: check that
 	// the pid still names the same process, or the handle would watch a
 	// stranger that reused it.
@@ -116,15 +130,13 @@ func Open(id ID) (*Handle, error) {
 func (h *Handle) ID() ID { return h.id }
 
 // Exited reports, without blocking, whether the process has exited (even if
-// it is not reaped yet).
+// it is not reaped yet). It makes one poll(2) until it has seen the exit,
+// none after, and allocates nothing. A closed handle reports what it saw.
 func (h *Handle) Exited() bool {
-	rc, err := h.file.SyscallConn()
-	if err != nil {
-		return false // closed
+	if !h.exited.Load() {
+		h.rc.Control(h.probe)
 	}
-	exited := false
-	rc.Control(func(fd uintptr) { exited = pidfdReadable(int(fd)) })
-	return exited
+	return h.exited.Load()
 }
 
 // pidfdReadable polls a pidfd once: readable means the process exited.
@@ -151,11 +163,7 @@ func (h *Handle) Done() <-chan struct{} {
 }
 
 func (h *Handle) watch() {
-	rc, err := h.file.SyscallConn()
-	if err == nil {
-		err = rc.Read(func(fd uintptr) bool { return pidfdReadable(int(fd)) })
-	}
-	if err == nil {
+	if h.rc.Read(func(fd uintptr) bool { return pidfdReadable(int(fd)) }) == nil {
 		close(h.done)
 	}
 }

@@ -85,6 +85,10 @@ func TestHandleSeesExit(t *testing.T) {
 	if h.Exited() {
 		t.Fatal("Exited before the child exited")
 	}
+	// The ring asks before every claim from a peer's ring.
+	if a := testing.AllocsPerRun(100, func() { h.Exited() }); a != 0 {
+		t.Errorf("Exited allocates %v times", a)
+	}
 	// A context that ends first ends the wait.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -4,12 +4,21 @@
 // a Go producer's frames are claimed by a Python receiver and the other way
 // round.
 //
-// layout.go is the pure core (header, frame validation, reclaim, placement,
-// scan, Parse); the *_linux.go files map, lock, stamp and watch files
-// around it. A Transport is one process's view: the rings it owns (created
-// lazily on an edge's first Put) and the peers' rings it has attached.
+// The package has two layers. The pure core builds everywhere: layout.go
+// (header, frame validation, reclaim, placement, scan, Parse, ReadHeader),
+// capacity.go (the one home of the capacity bounds) and ring.go (Options and
+// the errors callers branch on). The shared-memory layer is Linux-only by
+// build tag, as flock, mmap, pidfds and inotify are: a Transport is one
+// process's view, the rings it owns (producer_linux.go, created lazily on
+// an edge's first Put) and the peers' rings it reads (reader_linux.go),
+// found through the registry (discovery_linux.go, registry_linux.go,
+// watch_linux.go); Inspect and Claimed read a ring file from outside.
 //
-// Memory ownership: Put's write callback and Get's decode callback see ring
-// memory only while the ring lock is held; nothing they are given may be
-// retained, and nothing returned by this package aliases shared memory.
+// Ownership: this package is the one reader and writer of ring files and
+// of the ring directory's markers and stamp (UpdateRegistry). Producer
+// liveness is package proc's, inotify package fswatch's. Put's write
+// callback and Get's decode callback see ring memory only while the ring
+// lock is held; nothing they are given may be retained, and nothing returned
+// by this package aliases shared memory. The package never logs, except
+// through Options.Logger the connector messages SPEC §9 asks for.
 package ring

@@ -1,3 +1,5 @@
+//go:build linux
+
 package ring
 
 import "golang.org/x/sys/unix"
@@ -25,6 +27,14 @@ func setWatcher(on bool) (restore func()) {
 	old := watcherEnabled
 	watcherEnabled = on
 	return func() { watcherEnabled = old }
+}
+
+// setWatcherPassive makes new watchers apply events only in Refresh, as a
+// background reader would that has not run yet.
+func setWatcherPassive(on bool) (restore func()) {
+	old := watcherPassive
+	watcherPassive = on
+	return func() { watcherPassive = old }
 }
 
 // work is what the poll path must not do: flock calls, directory scans,

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"omnishm/proc"
 )
 
 // This file is the thin I/O layer around layout.go: it creates, maps,
@@ -24,27 +25,19 @@ var (
 )
 
 // Replaceable in tests (export_test.go): fallocate so a full /dev/shm can
-// be simulated, the stamp write so a denied stamp can, and the clock so
-// the stamp's "previous + 1 ns" rule is visible (SPEC §7).
-var (
-	fallocate = unix.Fallocate
-	setStamp  = stampDir
-	nowNanos  = func() int64 { return time.Now().UnixNano() }
-)
-
-// localRegistryGen counts the registry changes made by this process, so
-// its own Transports see each other's new rings without waiting for the
-// inotify watcher (the Python receiver sees them at once through the stamp).
-var localRegistryGen atomic.Uint64
+// be simulated.
+var fallocate = unix.Fallocate
 
 // counters are observed by tests to prove that an empty poll takes no lock,
-// scans no directory and stats nothing.
+// scans no directory and stats nothing. A nil *counters counts nothing.
 type counters struct {
 	flocks, dirScans, dirStats, livenessChecks atomic.Int64
 }
 
 func (c *counters) flock(fd, how int) error {
-	c.flocks.Add(1)
+	if c != nil {
+		c.flocks.Add(1)
+	}
 	for {
 		err := unix.Flock(fd, how)
 		if err != unix.EINTR {
@@ -60,7 +53,7 @@ func (c *counters) flock(fd, how int) error {
 type mapping struct {
 	fd       int
 	mem      []byte // whole file: header + data
-	data     []byte // mem[headerSize:], len == capacity
+	data     []byte // mem[HeaderSize:], len == capacity
 	capacity uint64
 }
 
@@ -91,7 +84,7 @@ func (m *mapping) close() {
 // later put), mapped and zero-filled once, header written under the lock.
 // created is called once the file exists; removed after it is unlinked on
 // failure.
-func createRing(path string, capacity uint64, pid int, start uint64, c *counters, created, removed func(string)) (_ *mapping, err error) {
+func createRing(path string, capacity uint64, creator proc.ID, c *counters, created, removed func(string)) (_ *mapping, err error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("ring: create %s: %w", path, err)
@@ -105,7 +98,7 @@ func createRing(path string, capacity uint64, pid int, start uint64, c *counters
 			removed(path)
 		}
 	}()
-	size := int64(headerSize + capacity)
+	size := int64(HeaderSize + capacity)
 	if err := unix.Ftruncate(fd, size); err != nil {
 		return nil, fmt.Errorf("ring: size %s: %w", path, err)
 	}
@@ -120,9 +113,9 @@ func createRing(path string, capacity uint64, pid int, start uint64, c *counters
 	if err != nil {
 		return nil, fmt.Errorf("ring: map %s: %w", path, err)
 	}
-	m.mem, m.data = mem, mem[headerSize:]
+	m.mem, m.data = mem, mem[HeaderSize:]
 	clear(mem) // fault every page once per edge, outside the put path
-	encodeHeader(mem, Header{Capacity: capacity, CreatorPID: uint64(pid), CreatorStart: start})
+	encodeHeader(mem, Header{Capacity: capacity, CreatorPID: uint64(creator.PID), CreatorStart: creator.Start})
 	return m, nil
 }
 
@@ -154,68 +147,18 @@ func attachRing(path string, c *counters) (_ *mapping, h Header, err error) {
 	// Only regular files of this uid: /dev/shm is world-writable, and a
 	// descriptor's name could point at a file another user planted.
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != unix.Getuid() ||
-		st.Size < headerSize || st.Size > headerSize+MaxCapacity {
-		return nil, h, fmt.Errorf("%w: %s is not a ring file of this user (%d bytes)", ErrCorrupt, path, st.Size)
+		st.Size < HeaderSize || st.Size > HeaderSize+MaxCapacity {
+		return nil, h, fmt.Errorf("ring: attach %s: %w: not a ring file of this user (%d bytes)", path, ErrCorrupt, st.Size)
 	}
 	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, h, fmt.Errorf("ring: map %s: %w", path, err)
 	}
-	m.mem, m.data = mem, mem[headerSize:]
+	m.mem, m.data = mem, mem[HeaderSize:]
 	h, err = decodeHeader(mem)
 	if err != nil {
-		return nil, h, fmt.Errorf("ring: %s: %w", path, err)
+		return nil, h, fmt.Errorf("ring: attach %s: %w", path, err)
 	}
 	m.capacity = h.Capacity
 	return m, h, nil
-}
-
-// registryUpdate changes the ring directory (a marker create or remove)
-// under flock on it, then sets its mtime to max(previous + 1 ns, now):
-// directory mtimes can coincide within a clock tick, and receivers cache
-// discovery on this stamp, so it must change strictly (SPEC §7). If change
-// fails the stamp is left alone and its error returned.
-func registryUpdate(dir string, c *counters, change func(dirfd int) error) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("ring: open %s: %w", dir, err)
-	}
-	defer unix.Close(fd)
-	if err := c.flock(fd, unix.LOCK_EX); err != nil {
-		return fmt.Errorf("ring: lock %s: %w", dir, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("ring: stat %s: %w", dir, err)
-	}
-	previous := st.Mtim.Nano()
-	if err := change(fd); err != nil {
-		return err
-	}
-	localRegistryGen.Add(1)
-	if err := setStamp(fd, max(previous+1, nowNanos())); err != nil {
-		return fmt.Errorf("ring: stamp %s: %w", dir, err)
-	}
-	return nil
-}
-
-// stampDir sets a directory's atime and mtime to ns through its fd
-// (futimens), as Python's os.utime(fd, ns=...) does.
-func stampDir(fd int, ns int64) error {
-	ts := []unix.Timespec{unix.NsecToTimespec(ns), unix.NsecToTimespec(ns)}
-	err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH)
-	if err == unix.EINVAL || err == unix.ENOENT { // kernels without AT_EMPTY_PATH here
-		err = unix.UtimesNano(fmt.Sprintf("/proc/self/fd/%d", fd), ts)
-	}
-	return err
-}
-
-// dirStamp is what a receiver caches per edge (SPEC §7).
-type dirStamp struct {
-	dev, ino uint64
-	mtime    int64
-}
-
-func stampOf(st *unix.Stat_t) dirStamp {
-	return dirStamp{dev: uint64(st.Dev), ino: st.Ino, mtime: st.Mtim.Nano()}
 }

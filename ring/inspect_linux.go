@@ -1,151 +1,95 @@
 package ring
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
-	"omnishm/scope"
+	"omnishm/proc"
 )
 
-// Info is what Inspect reads from a ring file.
+// Info is what Inspect reads from a ring file. It owns its memory.
 type Info struct {
-	Path   string
-	Busy   bool // another process held the ring lock; nothing else was read
+	Path string
+	// Header is the file's header: its identity (capacity, creator) once
+	// written; head and tail as read under the lock, or an unlocked snapshot
+	// when Busy.
 	Header Header
+	// Producer is the creator's liveness now (SPEC §7): Unknown when /proc
+	// cannot tell, which must never count as dead.
+	Producer proc.Liveness
+	// Busy: another process held the ring lock, so Frames were not read
+	// (Inspect never waits on it).
+	Busy   bool
 	Frames []FrameInfo // tail to head
-	Alive  bool        // the creator pid runs with the creator start time
 }
 
-// Inspect reads a ring file for tools. It takes the ring lock only with
-// LOCK_NB and reports Busy rather than waiting; it never writes. The
-// returned Info owns its memory.
+// Inspect reads a ring file's state for tools, the one reader of it
+// outside a Transport: the header's identity without the lock (it never
+// changes once written), the creator's liveness, and, under the ring lock
+// taken only with LOCK_NB, the frames. It never writes and never waits.
+// The error wraps ErrNotInitialized for a header not written yet and
+// ErrCorrupt for bytes that break SPEC §3 (with what was read before them
+// in Info); it names the file once.
 func Inspect(path string) (Info, error) {
 	info := Info{Path: path}
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fail := func(err error) (Info, error) { return info, fmt.Errorf("ring: inspect %s: %w", path, err) }
+	// O_NONBLOCK: a FIFO planted under a ring's name must not hang us.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return info, fmt.Errorf("ring: inspect %s: %w", path, err)
+		return fail(err)
 	}
 	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fail(err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > HeaderSize+MaxCapacity {
+		return fail(fmt.Errorf("%w: not a ring file (mode %#o, %d bytes)", ErrCorrupt, st.Mode, st.Size))
+	}
+	var hdr [HeaderSize]byte
+	n, err := pread(fd, hdr[:], 0)
+	if err != nil {
+		return fail(err)
+	}
+	if info.Header, err = ReadHeader(hdr[:n]); err != nil {
+		return fail(err)
+	}
+	info.Producer = proc.Check(info.Header.Creator())
 	if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
 		if err == unix.EWOULDBLOCK {
 			info.Busy = true
 			return info, nil
 		}
-		return info, fmt.Errorf("ring: lock %s: %w", path, err)
+		return fail(fmt.Errorf("lock: %w", err))
 	}
-	file, err := readWhole(fd, headerSize+MaxCapacity)
+	file := make([]byte, st.Size)
+	n, err = pread(fd, file, 0)
 	unix.Flock(fd, unix.LOCK_UN)
 	if err != nil {
-		return info, fmt.Errorf("ring: read %s: %w", path, err)
+		return fail(err)
 	}
-	info.Header, info.Frames, err = Parse(file)
-	info.Alive = Alive(int(min(info.Header.CreatorPID, 1<<31)), info.Header.CreatorStart)
-	if err != nil {
-		return info, fmt.Errorf("ring: %s: %w", path, err)
+	if info.Header, info.Frames, err = Parse(file[:n]); err != nil {
+		return fail(err)
 	}
 	return info, nil
 }
 
-func readWhole(fd int, limit int64) ([]byte, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
-	}
-	if st.Size > limit {
-		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, st.Size)
-	}
-	b := make([]byte, st.Size)
-	for off := 0; off < len(b); {
-		n, err := unix.Pread(fd, b[off:], int64(off))
+// pread fills b from offset off until it is full or the file ends.
+func pread(fd int, b []byte, off int64) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := unix.Pread(fd, b[n:], off+int64(n))
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return n, fmt.Errorf("read: %w", err)
 		}
-		if n == 0 {
-			return b[:off], nil
+		if m == 0 {
+			break
 		}
-		off += n
+		n += m
 	}
-	return b, nil
-}
-
-// producerOf reads a ring file's creator without locking (pid and start
-// never change after the header is written); ok=false if the file is
-// absent or its header is not (yet) valid.
-func producerOf(path string) (pid int, start uint64, ok bool, err error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, 0, false, err
-	}
-	defer unix.Close(fd)
-	var b [headerSize]byte
-	if n, err := unix.Pread(fd, b[:], 0); err != nil || n < headerSize || [8]byte(b[:8]) != magic {
-		return 0, 0, false, nil
-	}
-	le := binary.LittleEndian
-	return int(min(le.Uint64(b[offCreatorPID:]), 1<<31)), le.Uint64(b[offCreatorStart:]), true, nil
-}
-
-// Prune removes what crashed producers of a scope left: markers whose ring
-// file is gone, and the rings (with their markers) of producers proven
-// dead by their start time. Live producers' files and rings still being
-// initialised are kept. It returns the paths removed.
-func Prune(names scope.Names) ([]string, error) {
-	var removed []string
-	var stats counters
-	uid := os.Getuid()
-	dir := names.RingDir()
-	markers, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("ring: list %s: %w", dir, err)
-	}
-	marked := map[string]bool{}
-	for _, e := range markers {
-		name := e.Name()
-		if !scope.ValidRingName(uid, name) || !strings.HasPrefix(name, names.RingPrefix()) {
-			continue
-		}
-		marked[name] = true
-		ring := scope.Path(name)
-		pid, start, ok, err := producerOf(ring)
-		gone := errors.Is(err, unix.ENOENT)
-		dead := ok && !Alive(pid, start)
-		if !gone && !dead {
-			continue
-		}
-		if dead && unix.Unlink(ring) == nil {
-			removed = append(removed, ring)
-		}
-		err = registryUpdate(dir, &stats, func(dirfd int) error { return unix.Unlinkat(dirfd, name, 0) })
-		if err == nil {
-			removed = append(removed, dir+"/"+name)
-		} else if !errors.Is(err, unix.ENOENT) {
-			return removed, err
-		}
-	}
-	entries, err := os.ReadDir(scope.ShmDir)
-	if err != nil {
-		return removed, fmt.Errorf("ring: list %s: %w", scope.ShmDir, err)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if marked[name] || !strings.HasPrefix(name, names.RingPrefix()) || !scope.ValidRingName(uid, name) {
-			continue
-		}
-		ring := scope.Path(name)
-		if pid, start, ok, _ := producerOf(ring); ok && !Alive(pid, start) && unix.Unlink(ring) == nil {
-			removed = append(removed, ring)
-		}
-	}
-	if len(removed) > 0 {
-		unix.Rmdir(dir) // only if now empty
-	}
-	return removed, nil
+	return n, nil
 }

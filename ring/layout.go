@@ -4,15 +4,26 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"omnishm/descriptor"
+	"omnishm/proc"
 )
 
 // This file is the ring's pure core (SPEC §3): byte layout, frame
 // validation, reclaim, placement and scan over a byte slice. It makes no
-// system calls; the file layer maps a ring and drives it under flock.
+// system calls and builds everywhere; the file layer maps a ring and drives
+// it under flock.
 
-// ErrCorrupt is wrapped by every error about ring bytes that break SPEC §3
-// (bad magic, bounds, frame sizes). A corrupt ring is never read past.
-var ErrCorrupt = errors.New("ring: corrupt ring")
+var (
+	// ErrCorrupt is wrapped by every error about ring bytes that break
+	// SPEC §3 (bad magic, bounds, frame sizes). A corrupt ring is never read
+	// past.
+	ErrCorrupt = errors.New("corrupt ring")
+	// ErrNotInitialized is wrapped when a ring file's header is not written
+	// yet: its producer is still creating it (the marker appears only
+	// after, SPEC §2), or died doing so.
+	ErrNotInitialized = errors.New("ring header not written yet")
+)
 
 // Kind is a frame's payload kind (SPEC §3).
 type Kind uint8
@@ -39,8 +50,11 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
+// HeaderSize is the size of a ring file's header (SPEC §3): the data region
+// of capacity bytes starts after it.
+const HeaderSize = 64
+
 const (
-	headerSize      = 64
 	frameHeaderSize = 16
 	offCapacity     = 8
 	offHead         = 16
@@ -65,6 +79,12 @@ type Header struct {
 	CreatorStart uint64 // field 22 of /proc/{pid}/stat when the ring was made
 }
 
+// Creator is the process that made the ring. A pid no process can have
+// (beyond int32) gives an ID that proc.Check reports Dead.
+func (h Header) Creator() proc.ID {
+	return proc.ID{PID: int(min(h.CreatorPID, 1<<31)), Start: h.CreatorStart}
+}
+
 // FrameInfo describes one frame between tail and head, for tools.
 type FrameInfo struct {
 	Position   uint64
@@ -83,7 +103,45 @@ func encodeHeader(b []byte, h Header) {
 	le.PutUint64(b[offTail:], h.Tail)
 	le.PutUint64(b[offCreatorPID:], h.CreatorPID)
 	le.PutUint64(b[offCreatorStart:], h.CreatorStart)
-	clear(b[48:headerSize])
+	clear(b[48:HeaderSize])
+}
+
+// ReadHeader decodes the header at the start of b, the first HeaderSize
+// bytes (or fewer, of a short file) of a ring file. It checks the magic
+// only: the identity fields (capacity, creator) never change once written,
+// while head and tail move under the ring lock, so read without it they are
+// a snapshot that Parse and an attach check again. A header not written
+// yet (zero so far, or an empty file) wraps ErrNotInitialized; anything
+// else that is not a ring header wraps ErrCorrupt.
+func ReadHeader(b []byte) (Header, error) {
+	if unwritten(b[:min(len(b), len(magic))]) {
+		return Header{}, ErrNotInitialized
+	}
+	if len(b) < HeaderSize {
+		return Header{}, fmt.Errorf("%w: %d bytes, shorter than the header", ErrCorrupt, len(b))
+	}
+	if [8]byte(b[:8]) != magic {
+		return Header{}, fmt.Errorf("%w: bad magic %q", ErrCorrupt, b[:8])
+	}
+	le := binary.LittleEndian
+	return Header{
+		Capacity:     le.Uint64(b[offCapacity:]),
+		Head:         le.Uint64(b[offHead:]),
+		Tail:         le.Uint64(b[offTail:]),
+		CreatorPID:   le.Uint64(b[offCreatorPID:]),
+		CreatorStart: le.Uint64(b[offCreatorStart:]),
+	}, nil
+}
+
+// unwritten: a producer sizes the file (zero-filled) before it writes the
+// header, so a magic of zeros, or none yet, is a ring still being made.
+func unwritten(magicBytes []byte) bool {
+	for _, c := range magicBytes {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeHeader checks what every reader checks before trusting a ring
@@ -92,21 +150,11 @@ func encodeHeader(b []byte, h Header) {
 // zero or not 16-aligned, more used bytes than capacity); no valid producer
 // writes those.
 func decodeHeader(file []byte) (Header, error) {
-	if len(file) < headerSize {
-		return Header{}, fmt.Errorf("%w: %d bytes, shorter than the header", ErrCorrupt, len(file))
+	h, err := ReadHeader(file)
+	if err != nil {
+		return h, err
 	}
-	if [8]byte(file[:8]) != magic {
-		return Header{}, fmt.Errorf("%w: bad magic %q", ErrCorrupt, file[:8])
-	}
-	le := binary.LittleEndian
-	h := Header{
-		Capacity:     le.Uint64(file[offCapacity:]),
-		Head:         le.Uint64(file[offHead:]),
-		Tail:         le.Uint64(file[offTail:]),
-		CreatorPID:   le.Uint64(file[offCreatorPID:]),
-		CreatorStart: le.Uint64(file[offCreatorStart:]),
-	}
-	if err := h.check(uint64(len(file) - headerSize)); err != nil {
+	if err := h.check(uint64(len(file) - HeaderSize)); err != nil {
 		return h, err
 	}
 	return h, nil
@@ -147,7 +195,12 @@ func readFrame(data []byte, pos uint64) (frame, error) {
 	if off+frameHeaderSize > capacity {
 		return frame{}, fmt.Errorf("%w: frame header at %d crosses the end", ErrCorrupt, pos)
 	}
-	b := data[off : off+frameHeaderSize]
+	return decodeFrame(data[off:off+frameHeaderSize], pos, capacity)
+}
+
+// decodeFrame decodes and validates the 16-byte frame header b of the frame
+// at position pos of a ring of capacity bytes.
+func decodeFrame(b []byte, pos, capacity uint64) (frame, error) {
 	le := binary.LittleEndian
 	f := frame{
 		total:      le.Uint32(b[0:]),
@@ -157,7 +210,7 @@ func readFrame(data []byte, pos uint64) (frame, error) {
 		keyLen:     le.Uint16(b[10:]),
 	}
 	total := uint64(f.total)
-	if total < frameHeaderSize || total%16 != 0 || off+total > capacity {
+	if total < frameHeaderSize || total%16 != 0 || pos%capacity+total > capacity {
 		return frame{}, fmt.Errorf("%w: frame at %d has size %d", ErrCorrupt, pos, f.total)
 	}
 	if f.kind != kindPadding && frameHeaderSize+uint64(f.payloadLen)+uint64(f.keyLen) > total {
@@ -165,6 +218,31 @@ func readFrame(data []byte, pos uint64) (frame, error) {
 			ErrCorrupt, pos, f.keyLen, f.payloadLen, f.total)
 	}
 	return f, nil
+}
+
+// claimed decides whether the publication of size payload bytes at
+// position pos is claimed, from the ring's tail and the frame header b read
+// at pos (before tail was): done, or reclaimed (tail past it). A frame that
+// is not that publication wraps descriptor.ErrBad: the descriptor names
+// none.
+func claimed(h Header, tail, pos uint64, size int, b []byte) (bool, error) {
+	if tail > pos {
+		return true, nil
+	}
+	if pos >= h.Head {
+		return false, fmt.Errorf("%w: no frame at position %d (head %d)", descriptor.ErrBad, pos, h.Head)
+	}
+	if h.Capacity == 0 || len(b) < frameHeaderSize {
+		return false, fmt.Errorf("%w: capacity %d, %d frame header bytes", ErrCorrupt, h.Capacity, len(b))
+	}
+	f, err := decodeFrame(b, pos, h.Capacity)
+	if err != nil {
+		return false, err
+	}
+	if f.kind == kindPadding || int(f.payloadLen) != size {
+		return false, fmt.Errorf("%w: the frame at %d holds %d bytes of %v, not %d", descriptor.ErrBad, pos, f.payloadLen, f.kind, size)
+	}
+	return f.state == stateDone, nil
 }
 
 func writeFrame(data []byte, pos uint64, f frame) {
@@ -312,14 +390,15 @@ func (ix *index) scan(data []byte, head, tail uint64) error {
 
 // Parse reads a whole ring file (header + data) and lists the frames from
 // tail to head, for tools and tests. It never takes a lock: the caller
-// gives a consistent copy. Errors wrap ErrCorrupt; the frames read before a
-// corrupt one are returned with it.
+// gives a consistent copy. Errors wrap ErrCorrupt (the frames read before a
+// corrupt one are returned with it), or ErrNotInitialized for a header not
+// written yet.
 func Parse(file []byte) (Header, []FrameInfo, error) {
 	h, err := decodeHeader(file)
 	if err != nil {
 		return h, nil, err
 	}
-	data := file[headerSize:]
+	data := file[HeaderSize:]
 	var frames []FrameInfo
 	for pos := h.Tail; pos < h.Head; {
 		f, err := readFrame(data, pos)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"omnishm/descriptor"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,12 +24,12 @@ type memRing struct {
 }
 
 func newMemRing(capacity int) *memRing {
-	r := &memRing{file: make([]byte, headerSize+capacity)}
+	r := &memRing{file: make([]byte, HeaderSize+capacity)}
 	encodeHeader(r.file, Header{Capacity: uint64(capacity), CreatorPID: 1, CreatorStart: 2})
 	return r
 }
 
-func (r *memRing) data() []byte { return r.file[headerSize:] }
+func (r *memRing) data() []byte { return r.file[HeaderSize:] }
 func (r *memRing) head() uint64 { return binary.LittleEndian.Uint64(r.file[offHead:]) }
 func (r *memRing) tail() uint64 { return binary.LittleEndian.Uint64(r.file[offTail:]) }
 
@@ -240,7 +241,7 @@ func TestParsePythonRing(t *testing.T) {
 		if f.Position != w.Position || f.PayloadLen != w.Size {
 			t.Errorf("%s at %d size %d, want %d size %d", key, f.Position, f.PayloadLen, w.Position, w.Size)
 		}
-		payload := framePayload(file[headerSize:], f.Position, frame{keyLen: uint16(len(f.Key)), payloadLen: uint32(f.PayloadLen)})
+		payload := framePayload(file[HeaderSize:], f.Position, frame{keyLen: uint16(len(f.Key)), payloadLen: uint32(f.PayloadLen)})
 		// Kind-0 payloads are the case's msgpack bytes; tensor frames carry a
 		// random nonce, so only their length matches the reference frame.
 		if f.Kind == KindBytes {
@@ -263,7 +264,7 @@ func TestParsePythonRing(t *testing.T) {
 	}
 	// a reader's scan indexes exactly the ready keys
 	var ix index
-	if err := ix.scan(file[headerSize:], h.Head, h.Tail); err != nil {
+	if err := ix.scan(file[HeaderSize:], h.Head, h.Tail); err != nil {
 		t.Fatal(err)
 	}
 	if len(ix.byKey) != len(want.Ready) {
@@ -287,7 +288,7 @@ func TestParseRejectsCorruptHeaders(t *testing.T) {
 		{"capacity", func(b []byte) []byte { return b[:len(b)-16] }},
 		{"tail after head", func(b []byte) []byte { binary.LittleEndian.PutUint64(b[offTail:], 1<<40); return b }},
 		{"used > capacity", func(b []byte) []byte { binary.LittleEndian.PutUint64(b[offTail:], 0); return b }},
-		{"bad frame", func(b []byte) []byte { b[headerSize+15360%4096] = 3; return b }},
+		{"bad frame", func(b []byte) []byte { b[HeaderSize+15360%4096] = 3; return b }},
 	} {
 		_, _, err := Parse(c.edit(bytes.Clone(file)))
 		if !errors.Is(err, ErrCorrupt) {
@@ -306,8 +307,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("OMSHMR01"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, frames, err := Parse(b)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("error %v does not wrap ErrCorrupt", err)
+		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotInitialized) {
+			t.Fatalf("error %v wraps neither ErrCorrupt nor ErrNotInitialized", err)
+		}
+		if rh, err := ReadHeader(b); err == nil && (len(b) < HeaderSize || rh.Capacity != binary.LittleEndian.Uint64(b[offCapacity:])) {
+			t.Fatalf("ReadHeader(%d bytes) = %+v", len(b), rh)
 		}
 		for _, fr := range frames {
 			if fr.Position < h.Tail || fr.Position >= h.Head || fr.Total < 16 || fr.Total%16 != 0 {
@@ -324,7 +328,7 @@ func FuzzScanTake(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(file[headerSize:], uint64(17136), uint64(15360), "req55_0_55")
+	f.Add(file[HeaderSize:], uint64(17136), uint64(15360), "req55_0_55")
 	f.Add(make([]byte, 64), uint64(32), uint64(0), "")
 	// The ring bytes sit at the end of a shared mapping followed by a
 	// PROT_NONE guard page: a read past the buffer would fault.
@@ -391,4 +395,81 @@ func TestParseNearPositionOverflow(t *testing.T) {
 	if _, err := reclaim(r.data(), 1<<60, 0); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("reclaim of an impossible range: %v", err)
 	}
+}
+
+func TestReadHeader(t *testing.T) {
+	good := make([]byte, HeaderSize+4096)
+	encodeHeader(good, Header{Capacity: 4096, Head: 32, Tail: 16, CreatorPID: 77, CreatorStart: 99})
+	h, err := ReadHeader(good[:HeaderSize])
+	if err != nil || h != (Header{Capacity: 4096, Head: 32, Tail: 16, CreatorPID: 77, CreatorStart: 99}) {
+		t.Fatalf("ReadHeader = %+v, %v", h, err)
+	}
+	if id := h.Creator(); id.PID != 77 || id.Start != 99 {
+		t.Fatalf("Creator = %v", id)
+	}
+	if id := (Header{CreatorPID: 1 << 40}).Creator(); id.PID <= 1<<31-1 {
+		t.Fatalf("a pid beyond int32 became %v", id)
+	}
+	cases := []struct {
+		name string
+		b    []byte
+		want error
+	}{
+		{"empty file", nil, ErrNotInitialized},
+		{"sized, not written", make([]byte, HeaderSize), ErrNotInitialized},
+		{"short zeros", make([]byte, 5), ErrNotInitialized},
+		{"short", good[:63], ErrCorrupt},
+		{"bad magic", append([]byte("OMSHMR02"), good[8:HeaderSize]...), ErrCorrupt},
+	}
+	for _, c := range cases {
+		if _, err := ReadHeader(c.b); !errors.Is(err, c.want) {
+			t.Errorf("%s: err %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+// claimed decides from a tail and a frame header read without the lock.
+func TestClaimedDecision(t *testing.T) {
+	r := newMemRing(4096)
+	pos, _ := r.put("k", []byte{1, 2, 3})
+	h, err := ReadHeader(r.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh := func() []byte { return r.data()[pos : pos+frameHeaderSize] }
+	if c, err := claimed(h, h.Tail, pos, 3, fh()); c || err != nil {
+		t.Fatalf("ready frame: %v %v", c, err)
+	}
+	if c, err := claimed(h, pos+1, pos, 3, nil); !c || err != nil {
+		t.Fatalf("tail past it: %v %v", c, err)
+	}
+	if _, err := claimed(h, h.Tail, pos, 4, fh()); !errors.Is(err, descriptor.ErrBad) {
+		t.Errorf("wrong size: %v", err)
+	}
+	if _, err := claimed(h, h.Tail, h.Head, 3, fh()); !errors.Is(err, descriptor.ErrBad) {
+		t.Errorf("at head: %v", err)
+	}
+	markDone(r.data(), pos)
+	if c, err := claimed(h, h.Tail, pos, 3, fh()); !c || err != nil {
+		t.Fatalf("done frame: %v %v", c, err)
+	}
+}
+
+// FuzzClaimed feeds the claim decision a header and a frame header as an
+// unlocked read may find them: any bytes, never a panic.
+func FuzzClaimed(f *testing.F) {
+	r := newMemRing(4096)
+	pos, _ := r.put("k", []byte{1, 2, 3})
+	f.Add(r.file[:HeaderSize], r.data()[pos:pos+frameHeaderSize], pos, 3)
+	f.Add(make([]byte, HeaderSize), []byte{}, uint64(0), 0)
+	f.Fuzz(func(t *testing.T, hdr, fh []byte, pos uint64, size int) {
+		h, err := ReadHeader(hdr)
+		if err != nil {
+			return
+		}
+		done, err := claimed(h, h.Tail, pos, size, fh)
+		if err == nil && !done && (pos < h.Tail || pos >= h.Head) {
+			t.Fatalf("position %d outside [%d, %d) waiting", pos, h.Tail, h.Head)
+		}
+	})
 }

@@ -25,6 +25,12 @@
 // one this package can tell apart from another program's shared memory, and
 // it is never shown or touched.
 //
-// Liveness is judged by start time in this PID namespace; as SPEC §7 says,
-// ring endpoints must share one, and so must the tool.
+// Liveness is judged by start time in this PID namespace (package proc); as
+// SPEC §7 says, ring endpoints must share one, and so must the tool. Ring
+// files are read through package ring (Inspect, ReadHeader) and markers
+// changed through its registry update (ring.UpdateRegistry); this package
+// only decides what is abandoned.
+//
+// Scan and Prune are Linux-only (by build tag): /dev/shm, flock and /proc
+// are Linux's. The types build everywhere.
 package shmstate

@@ -3,6 +3,7 @@ package shmstate
 import (
 	"errors"
 	"fmt"
+	"omnishm/ring"
 	"omnishm/scope"
 	"omnishm/segment"
 	"path/filepath"
@@ -154,8 +155,8 @@ func removeDeadRing(o PruneOptions, path string, namePID int) error {
 		return err
 	}
 	defer unix.Close(fd)
-	if id, ok, _ := readIdentityFd(fd); ok {
-		if liveness(id.creatorPID, id.creatorStart) != Dead {
+	if l, ok := creatorLiveness(fd); ok {
+		if l != Dead {
 			return skip("producer alive")
 		}
 	} else if nameLiveness(namePID) != Dead {
@@ -170,7 +171,7 @@ func removeDeadRing(o PruneOptions, path string, namePID int) error {
 		return skip("not a ring name")
 	}
 	dir := filepath.Join(o.Dir, rn.Dir)
-	err = registryUpdate(dir, func(dirfd int) error {
+	err = ring.UpdateRegistry(dir, func(dirfd int) error {
 		return ignoreNotExist(unix.Unlinkat(dirfd, name, 0))
 	})
 	if err != nil && !errors.Is(err, unix.ENOENT) {
@@ -198,31 +199,12 @@ func removeStaleMarker(o PruneOptions, dir, name string) error {
 	if o.DryRun {
 		return check()
 	}
-	return registryUpdate(dir, func(dirfd int) error {
+	return ring.UpdateRegistry(dir, func(dirfd int) error {
 		if err := check(); err != nil {
 			return err
 		}
 		return unix.Unlinkat(dirfd, name, 0)
 	})
-}
-
-// registryUpdate is SPEC §7's marker change: flock the ring directory, note
-// its mtime, change it, then set the mtime to max(previous+1ns, now) so
-// receivers see a strictly new stamp even within one clock tick.
-func registryUpdate(dir string, change func(dirfd int) error) error {
-	fd, err := lockDir(dir)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if err := change(fd); err != nil {
-		return err
-	}
-	return setStamp(dir, unix.TimespecToNsec(st.Mtim))
 }
 
 // lockDir opens the ring directory dir, not following a link, and takes
@@ -237,12 +219,6 @@ func lockDir(dir string) (int, error) {
 		return -1, err
 	}
 	return fd, nil
-}
-
-func setStamp(dir string, previous int64) error {
-	stamp := max(previous+1, time.Now().UnixNano())
-	ts := unix.NsecToTimespec(stamp)
-	return unix.UtimesNanoAt(unix.AT_FDCWD, dir, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 func ignoreNotExist(err error) error {

@@ -12,7 +12,6 @@ import (
 
 	"omnishm/internal/shmtest"
 	"omnishm/proc"
-	"omnishm/ring"
 	"omnishm/scope"
 )
 
@@ -34,7 +33,7 @@ func deadProcess(t *testing.T) (int, uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, err := ring.StartTime(pid)
+	start, err := proc.StartTime(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +74,7 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
-	self, err := ring.StartTime(os.Getpid())
+	self, err := proc.StartTime(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}

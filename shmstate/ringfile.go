@@ -1,34 +1,9 @@
 package shmstate
 
-import (
-	"encoding/binary"
+import "omnishm/ring"
 
-	"omnishm/ring"
-)
-
-// SPEC §3 header fields this package reads without the ring lock: they are
-// written once, before the marker appears, and never change.
-const (
-	ringHeaderSize = 64
-	ringMagic      = "OMSHMR01"
-	// maxReadyKeys bounds how many ready keys a summary keeps: a view, not a dump.
-	maxReadyKeys = 8
-)
-
-// ringIdentity is the immutable part of a ring header.
-type ringIdentity struct {
-	capacity, creatorPID, creatorStart uint64
-}
-
-// peekHeader reads a ring header's immutable fields; ok is false while the
-// header is not written yet (all zero) or for a file that is not a ring.
-func peekHeader(b []byte) (id ringIdentity, ok bool) {
-	if len(b) < ringHeaderSize || string(b[:8]) != ringMagic {
-		return id, false
-	}
-	le := binary.LittleEndian
-	return ringIdentity{capacity: le.Uint64(b[8:]), creatorPID: le.Uint64(b[32:]), creatorStart: le.Uint64(b[40:])}, true
-}
+// maxReadyKeys bounds how many ready keys a summary keeps: a view, not a dump.
+const maxReadyKeys = 8
 
 // ringCounts is what a ring's live window holds.
 type ringCounts struct {

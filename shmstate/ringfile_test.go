@@ -29,8 +29,8 @@ type frameSpec struct {
 
 // buildRing lays out a whole ring file: header then frames from position 0.
 func buildRing(capacity int, pid, start uint64, frames []frameSpec) []byte {
-	b := make([]byte, ringHeaderSize+capacity)
-	copy(b, ringMagic)
+	b := make([]byte, ring.HeaderSize+capacity)
+	copy(b, "OMSHMR01")
 	le := binary.LittleEndian
 	le.PutUint64(b[8:], uint64(capacity))
 	le.PutUint64(b[32:], pid)
@@ -38,7 +38,7 @@ func buildRing(capacity int, pid, start uint64, frames []frameSpec) []byte {
 	var head uint64
 	for _, f := range frames {
 		total := (frameHeaderSize + len(f.key) + f.payload + 15) &^ 15
-		fb := b[ringHeaderSize+int(head):]
+		fb := b[ring.HeaderSize+int(head):]
 		le.PutUint32(fb[0:], uint32(total))
 		le.PutUint32(fb[4:], uint32(f.payload))
 		fb[8], fb[9] = f.kind, f.state
@@ -65,11 +65,10 @@ func TestRingVector(t *testing.T) {
 	if err := json.Unmarshal(j, &want); err != nil {
 		t.Fatal(err)
 	}
-	id, ok := peekHeader(b)
-	if !ok || id.capacity != 4096 || id.creatorPID == 0 {
-		t.Fatalf("identity = %+v, %v", id, ok)
+	h, frames, err := ring.Parse(b)
+	if err != nil || h.Capacity != 4096 || h.CreatorPID == 0 {
+		t.Fatalf("header = %+v, %v", h, err)
 	}
-	_, frames, err := ring.Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,30 +98,4 @@ func TestCountFrames(t *testing.T) {
 	if c.ready != 11 || c.done != 1 || !slices.Equal(c.readyKeys, []string{"b", "c", "d", "e", "f", "g", "h", "i"}) {
 		t.Fatalf("counts = %+v", c)
 	}
-}
-
-func TestPeekHeader(t *testing.T) {
-	good := buildRing(4096, 77, 99, nil)
-	if id, ok := peekHeader(good); !ok || id != (ringIdentity{capacity: 4096, creatorPID: 77, creatorStart: 99}) {
-		t.Errorf("peekHeader = %+v, %v", id, ok)
-	}
-	for name, b := range map[string][]byte{"short": good[:63], "zero": make([]byte, 64), "empty": nil} {
-		if _, ok := peekHeader(b); ok {
-			t.Errorf("%s header accepted", name)
-		}
-	}
-}
-
-func FuzzPeekHeader(f *testing.F) {
-	f.Add(buildRing(4096, 1, 2, []frameSpec{{key: "k", payload: 8}}))
-	f.Add([]byte("OMSHMR01"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		id, ok := peekHeader(b)
-		if ok && (len(b) < ringHeaderSize || id.capacity != binary.LittleEndian.Uint64(b[8:])) {
-			t.Fatalf("peekHeader(%d bytes) = %+v", len(b), id)
-		}
-		if ok {
-			countFrames(nil)
-		}
-	})
 }

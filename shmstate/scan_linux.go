@@ -226,24 +226,23 @@ func scanScope(o Options, l layout, d, name, wakeName string) (Scope, error) {
 	return sc, nil
 }
 
-// inspectRing reads one ring file: its immutable header fields without the
-// lock, its frames through ring.Inspect, which takes the lock only without
-// waiting and reports Busy instead (SPEC §3: frames are read under it).
+// inspectRing reads one ring file through ring.Inspect, which reads the
+// header's identity without the lock and the frames under it, taken only
+// without waiting (Busy instead; SPEC §3: frames are read under it).
 func inspectRing(path string, e entry, o Options) Ring {
 	rn, _ := scope.ParseRingName(o.UID, e.name)
 	r := Ring{Name: e.name, From: rn.From, To: rn.To, PID: rn.PID, FileSize: e.st.Size, ReadyKeys: []string{}, Age: Age(o.Now.Sub(e.mtime()))}
-	id, ok, err := readIdentity(path)
-	if err != nil || !ok {
+	info, err := ring.Inspect(path)
+	if info.Header == (ring.Header{}) { // the header was not read
 		// Not initialised yet, or not a ring: the name's pid is all we have.
 		r.Error, r.Producer = "header not written", nameLiveness(rn.PID)
-		if err != nil {
+		if err != nil && !errors.Is(err, ring.ErrNotInitialized) {
 			r.Error = err.Error()
 		}
 		return r
 	}
-	r.Capacity, r.CreatorPID, r.CreatorStart = id.capacity, id.creatorPID, id.creatorStart
-	r.Producer = liveness(id.creatorPID, id.creatorStart)
-	info, err := ring.Inspect(path)
+	r.Capacity, r.CreatorPID, r.CreatorStart = info.Header.Capacity, info.Header.CreatorPID, info.Header.CreatorStart
+	r.Producer = producerOf(info.Producer)
 	if info.Busy {
 		r.Busy = true
 		return r
@@ -257,34 +256,21 @@ func inspectRing(path string, e entry, o Options) Ring {
 	return r
 }
 
-// readIdentity reads the immutable header fields of a ring file.
-func readIdentity(path string) (ringIdentity, bool, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+// creatorLiveness reads the header of the ring file open at fd and judges
+// its creator (SPEC §3, §7); ok is false while the header is not written
+// (or the file is not a ring). proc says Unknown when /proc cannot tell, so
+// Prune never removes a live producer's ring on doubt.
+func creatorLiveness(fd int) (l Producer, ok bool) {
+	var b [ring.HeaderSize]byte
+	n, err := unix.Pread(fd, b[:], 0)
 	if err != nil {
-		return ringIdentity{}, false, err
+		return Unknown, false
 	}
-	defer unix.Close(fd)
-	return readIdentityFd(fd)
-}
-
-func readIdentityFd(fd int) (ringIdentity, bool, error) {
-	var hdr [ringHeaderSize]byte
-	n, err := unix.Pread(fd, hdr[:], 0)
+	h, err := ring.ReadHeader(b[:max(n, 0)])
 	if err != nil {
-		return ringIdentity{}, false, err
+		return Unknown, false
 	}
-	id, ok := peekHeader(hdr[:n])
-	return id, ok, nil
-}
-
-// liveness compares the header's creator with /proc (SPEC §3, §7); proc
-// says Unknown when /proc cannot tell, so Prune never removes a live
-// producer's ring on doubt.
-func liveness(pid, start uint64) Producer {
-	if pid >= 1<<31 {
-		return Dead
-	}
-	return producerOf(proc.Check(proc.ID{PID: int(pid), Start: start}))
+	return producerOf(proc.Check(h.Creator())), true
 }
 
 // nameLiveness is all that can be said from the pid in a ring's name: a

@@ -1,3 +1,5 @@
+//go:build linux
+
 package wake
 
 import (
@@ -66,7 +68,7 @@ type targets struct {
 // reported a little later.
 type watcher interface {
 	changed(now bool) bool
-	close()
+	close() error
 }
 
 // NewNotifier returns a Notifier for the wake directory dir, which need not
@@ -210,8 +212,9 @@ func (t *targets) closeAll() {
 	t.fds, t.pending = t.fds[:0], nil
 }
 
-// Close releases the Notifier's descriptors; later Notify calls do nothing.
-// Close is idempotent.
+// Close releases the Notifier's descriptors and stops its goroutine; later
+// Notify calls do nothing. It returns what closing the watcher met, and is
+// idempotent.
 func (n *Notifier) Close() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -224,7 +227,7 @@ func (n *Notifier) Close() error {
 	}
 	n.stages = nil
 	if n.watch != nil {
-		n.watch.close()
+		return n.watch.close()
 	}
 	return nil
 }
@@ -249,4 +252,4 @@ func (w *statWatch) changed(bool) bool {
 	return c
 }
 
-func (w *statWatch) close() {}
+func (w *statWatch) close() error { return nil }

@@ -1,7 +1,6 @@
 package wake
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,68 +12,6 @@ import (
 
 	"omnishm/internal/shmtest"
 )
-
-// event encodes one inotify event as the kernel does, the name NUL-padded.
-func event(wd int32, mask uint32, name string) []byte {
-	size := 0
-	if name != "" {
-		size = (len(name) + 1 + 15) &^ 15
-	}
-	b := make([]byte, unix.SizeofInotifyEvent+size)
-	binary.NativeEndian.PutUint32(b[0:4], uint32(wd))
-	binary.NativeEndian.PutUint32(b[4:8], mask)
-	binary.NativeEndian.PutUint32(b[12:16], uint32(size))
-	copy(b[unix.SizeofInotifyEvent:], name)
-	return b
-}
-
-func TestDirEvents(t *testing.T) {
-	cases := []struct {
-		name          string
-		events        []byte
-		changed, lost bool
-	}{
-		{"create", event(1, unix.IN_CREATE, "1_ab"), true, false},
-		{"create then delete self", slices.Concat(event(1, unix.IN_CREATE, "1_ab"), event(1, unix.IN_DELETE_SELF, "")), true, true},
-		{"ignored", event(1, unix.IN_IGNORED, ""), true, true},
-		{"overflow of any watch", event(-1, unix.IN_Q_OVERFLOW, ""), true, true},
-		{"stale watch", slices.Concat(event(2, unix.IN_CREATE, "x"), event(2, unix.IN_IGNORED, "")), false, false},
-		{"stale then current", slices.Concat(event(2, unix.IN_IGNORED, ""), event(1, unix.IN_DELETE, "1_ab")), true, false},
-		{"truncated", event(1, unix.IN_CREATE, "1_ab")[:10], false, false},
-		{"name cut short", event(1, unix.IN_CREATE, "1_ab")[:20], false, false},
-		{"empty", nil, false, false},
-	}
-	for _, c := range cases {
-		changed, lost := dirEvents(c.events, 1)
-		if changed != c.changed || lost != c.lost {
-			t.Errorf("%s: dirEvents = %v, %v; want %v, %v", c.name, changed, lost, c.changed, c.lost)
-		}
-	}
-}
-
-func TestParentEvents(t *testing.T) {
-	const base = "omni_shm_wake_1000_abc"
-	cases := []struct {
-		name        string
-		events      []byte
-		maybe, gone bool
-	}{
-		{"directory created", event(3, unix.IN_CREATE|unix.IN_ISDIR, base), true, false},
-		{"directory moved in", event(3, unix.IN_MOVED_TO|unix.IN_ISDIR, base), true, false},
-		{"other names", slices.Concat(event(3, unix.IN_CREATE, "omni_shm_ring_v1_x"), event(3, unix.IN_CREATE, base+"x"), event(3, unix.IN_CREATE, base[:5])), false, false},
-		{"other then ours", slices.Concat(event(3, unix.IN_CREATE, "psm_1"), event(3, unix.IN_CREATE|unix.IN_ISDIR, base)), true, false},
-		{"stale watch", event(2, unix.IN_CREATE, base), false, false},
-		{"overflow", event(-1, unix.IN_Q_OVERFLOW, ""), true, false},
-		{"watch gone", event(3, unix.IN_IGNORED, ""), true, true},
-		{"empty", nil, false, false},
-	}
-	for _, c := range cases {
-		maybe, gone := parentEvents(c.events, 3, base)
-		if maybe != c.maybe || gone != c.gone {
-			t.Errorf("%s: parentEvents = %v, %v; want %v, %v", c.name, maybe, gone, c.maybe, c.gone)
-		}
-	}
-}
 
 // inotifyOf returns n's inotify watcher, or skips where there is none.
 func inotifyOf(t testing.TB, n *Notifier) *inotifyWatch {
@@ -163,8 +100,8 @@ func TestNotifyAbsentDirNoLookups(t *testing.T) {
 	if now, changed := r.WaitForChange(0, patience); !changed || now != 1 {
 		t.Fatalf("receiver of a new directory: %d, %v", now, changed)
 	}
-	if w.state != watching || w.pwd != -1 {
-		t.Fatalf("state %d, parent watch %d; want watching, none", w.state, w.pwd)
+	if w.state != watching || w.pw != nil {
+		t.Fatalf("state %d, parent watch %v; want watching, none", w.state, w.pw)
 	}
 }
 
@@ -200,7 +137,7 @@ func (c *changeOnDemand) changed(now bool) bool {
 	}
 	return false
 }
-func (*changeOnDemand) close() {}
+func (*changeOnDemand) close() error { return nil }
 
 // When the last cached FIFO of a stage reports its reader gone, the same
 // Notify checks synchronously and wakes the receiver that replaced it.
@@ -241,10 +178,10 @@ func TestNotifierCloseStopsReader(t *testing.T) {
 		t.Fatalf("%d goroutines with %d notifiers, from %d", got, len(ns), base)
 	}
 	for i, n := range ns {
-		n.Close()
-		select {
-		case <-ws[i].done:
-		default:
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if ws[i].fs.Background() {
 			t.Fatalf("notifier %d: reader still running after Close", i)
 		}
 		n.Close() // idempotent
@@ -270,12 +207,12 @@ func BenchmarkDetectLatency(b *testing.B) {
 			func() error { return unix.Mkfifo(path, fifoMode) },
 			func() error { return unix.Unlink(path) },
 		} {
-			e := w.epoch.Load()
+			e := w.dirWatch.Epoch()
 			start := time.Now()
 			if err := mk(); err != nil {
 				b.Fatal(err)
 			}
-			for w.epoch.Load() == e {
+			for w.dirWatch.Epoch() == e {
 				runtime.Gosched()
 			}
 			lat = append(lat, time.Since(start))
@@ -318,45 +255,16 @@ func BenchmarkNotifyCost(b *testing.B) {
 	}
 }
 
-// TestLost is the earlier lost() test, kept against dirEvents (watch 0).
-func TestLost(t *testing.T) {
-	event := func(mask uint32, nameLen uint32) []byte {
-		b := make([]byte, unix.SizeofInotifyEvent+int(nameLen))
-		putU32 := func(off int, v uint32) {
-			b[off], b[off+1], b[off+2], b[off+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
-		}
-		putU32(4, mask)
-		putU32(12, nameLen)
-		return b
-	}
-	cases := []struct {
-		name   string
-		events []byte
-		want   bool
-	}{
-		{"create", event(unix.IN_CREATE, 16), false},
-		{"create then delete self", append(event(unix.IN_CREATE, 16), event(unix.IN_DELETE_SELF, 0)...), true},
-		{"ignored", event(unix.IN_IGNORED, 0), true},
-		{"overflow", event(unix.IN_Q_OVERFLOW, 0), true},
-		{"truncated", event(unix.IN_CREATE, 16)[:10], false},
-		{"empty", nil, false},
-	}
-	for _, c := range cases {
-		if _, got := dirEvents(c.events, 0); got != c.want {
-			t.Errorf("%s: lost = %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
 // Where the reader cannot run (its instance is not pollable), every Notify
 // checks the queue itself, as before the reader existed.
 func TestDeadReaderChecksEveryNotify(t *testing.T) {
 	dir := wakeDir(t)
 	openReceiver(t, dir, "1")
 	n := newNotifier(t, dir)
+	n.watch.close()
+	n.watch = newInotifyWatch(dir, false)
 	w := inotifyOf(t, n)
 	n.Notify("1")
-	w.dead.Store(true)
 	before := costOf(n, w)
 	const puts = 10
 	for range puts {

@@ -6,6 +6,10 @@
 //
 // A Receiver and a Notifier interoperate with the Python connector in both
 // directions: they use the same names, modes and one-byte messages.
+//
+// Receiver and Notifier are Linux-only (by build tag): FIFOs in /dev/shm,
+// eventfds and inotify (through package fswatch) are Linux's. The constants
+// and Enabled build everywhere.
 package wake
 
 import (

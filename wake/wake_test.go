@@ -1,3 +1,5 @@
+//go:build linux
+
 package wake
 
 import (
@@ -312,7 +314,7 @@ func TestCloseRemovesFIFOAndEmptyDir(t *testing.T) {
 type neverChanged struct{}
 
 func (neverChanged) changed(bool) bool { return false }
-func (neverChanged) close()            {}
+func (neverChanged) close() error      { return nil }
 
 func TestNotifierCache(t *testing.T) {
 	dir := wakeDir(t)

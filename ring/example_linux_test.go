@@ -35,3 +35,24 @@ func Example() {
 	// "\xa5hello" 6 true <nil>
 	// again: false
 }
+
+// A producer learns that its publication was claimed, without a lock and
+// from any process that has its descriptor.
+func ExampleClaimed() {
+	names := scope.New(fmt.Sprintf("example-claimed-%d", os.Getpid()))
+	producer, _ := ring.New(ring.Options{Names: names, Capacity: 4096})
+	defer producer.Close()
+	receiver, _ := ring.New(ring.Options{Names: names, Capacity: 4096})
+	defer receiver.Close()
+
+	desc, _, _ := producer.Put("0", "1", "req_0_1", ring.KindBytes, 1,
+		func(dst []byte) error { dst[0] = 0xc0; return nil }) // msgpack nil
+	claimed, err := ring.Claimed(desc)
+	fmt.Println(claimed, err)
+	receiver.Get("0", "1", "req_0_1", nil, func(ring.Kind, []byte) (any, error) { return nil, nil })
+	claimed, err = ring.Claimed(desc)
+	fmt.Println(claimed, err)
+	// Output:
+	// false <nil>
+	// true <nil>
+}

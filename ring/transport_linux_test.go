@@ -289,6 +289,9 @@ func TestEmptyPollNeitherScansNorLocks(t *testing.T) {
 			}
 			// Without the watcher a miss stats the directory and checks the
 			// producer, as the Python receiver does; with it, nothing.
+			if err := r.WatchErr(); (err == nil) != watched {
+				t.Fatalf("WatchErr = %v with the watcher %v", err, watched)
+			}
 			if watched {
 				if after.stats != before.stats || after.liveness != before.liveness {
 					t.Fatalf("watched misses stat the directory: %+v -> %+v", before, after)
@@ -381,6 +384,22 @@ func TestClosedProducerReleasedByLiveReceiver(t *testing.T) {
 	}
 }
 
+// withoutWaiting runs f, which must return while another process holds a
+// lock it meets (it must not wait for it), and fails the test on its error.
+func withoutWaiting(t *testing.T, what string, f func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(wait):
+		t.Fatalf("%s waited for another process's lock", what)
+	}
+}
+
 func TestReceiverNeverWaitsForAnotherProcessLock(t *testing.T) {
 	for _, useDesc := range []bool{false, true} {
 		t.Run(fmt.Sprintf("descriptor=%v", useDesc), func(t *testing.T) {
@@ -391,22 +410,13 @@ func TestReceiverNeverWaitsForAnotherProcessLock(t *testing.T) {
 				desc = &d
 			}
 			holder := shmtest.HoldLock(t, scope.ShmDir+"/"+d.Name)
-			done := make(chan error, 1)
-			go func() {
+			withoutWaiting(t, "Get", func() error {
 				_, ok, err := getBytes(r, "0", "1", "locked", desc)
 				if ok {
 					err = errors.New("got a frame through another process's lock")
 				}
-				done <- err
-			}()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(wait):
-				t.Fatal("Get waited for another process's lock")
-			}
+				return err
+			})
 			holder.Release(t)
 			if got := mustGet(t, r, "0", "1", "locked", desc); !bytes.Equal(got, []byte{0, 1, 2}) {
 				t.Fatal(got)

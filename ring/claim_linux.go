@@ -1,0 +1,73 @@
+package ring
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"omnishm/descriptor"
+	"omnishm/scope"
+)
+
+// Claimed reports whether the ring publication h is no longer waiting for
+// a receiver: its frame is done (claimed, or retired by its producer: a
+// newer put of the key, a cancel, Close), or reclaimed (tail past it), or
+// the ring file is gone (its producer closed it, which retires every
+// frame). SPEC §3 gives claimed and retired frames the same state byte, so
+// the two are not told apart.
+//
+// It reads the file without its lock, a few aligned bytes at a time, so
+// polling it never waits on a lock held by another process nor makes a
+// receiver's non-blocking lock miss; a frame it reads is trusted only if
+// tail was still before it afterwards. The error wraps ErrName for a name
+// that is not a ring of this uid, descriptor.ErrBad when h names no frame
+// of the ring, ErrCorrupt for a ring that breaks SPEC §3.
+func Claimed(h descriptor.RingHandle) (bool, error) {
+	if !scope.ValidRingName(os.Getuid(), h.Name) {
+		return false, fmt.Errorf("%w: %q", ErrName, h.Name)
+	}
+	path := scope.Path(h.Name)
+	fail := func(err error) (bool, error) {
+		return false, fmt.Errorf("ring: claimed %s@%d: %w", path, h.Position, err)
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err == unix.ENOENT {
+		return true, nil
+	}
+	if err != nil {
+		return fail(err)
+	}
+	defer unix.Close(fd)
+	var hdr [HeaderSize]byte
+	n, err := pread(fd, hdr[:], 0)
+	if err != nil {
+		return fail(err)
+	}
+	head, err := ReadHeader(hdr[:n])
+	if err != nil {
+		return fail(err)
+	}
+	var fh [frameHeaderSize]byte
+	if head.Capacity > 0 && head.Tail <= h.Position && h.Position < head.Head {
+		if n, err := pread(fd, fh[:], HeaderSize+int64(h.Position%head.Capacity)); err != nil {
+			return fail(err)
+		} else if n < len(fh) {
+			return fail(fmt.Errorf("%w: file ends before the frame at %d", ErrCorrupt, h.Position))
+		}
+	}
+	// Read tail again: if it had not passed the frame after the frame was
+	// read, the producer had not reclaimed it, so those bytes were its own.
+	var tail [8]byte
+	if n, err := pread(fd, tail[:], offTail); err != nil {
+		return fail(err)
+	} else if n < len(tail) {
+		return fail(fmt.Errorf("%w: short header", ErrCorrupt))
+	}
+	done, err := claimed(head, max(head.Tail, binary.LittleEndian.Uint64(tail[:])), h.Position, h.Size, fh[:])
+	if err != nil {
+		return fail(err)
+	}
+	return done, nil
+}

@@ -1,0 +1,99 @@
+package ring
+
+import (
+	"errors"
+	"testing"
+
+	"omnishm/descriptor"
+	"omnishm/internal/shmtest"
+	"omnishm/scope"
+)
+
+func mustClaimed(t *testing.T, d descriptor.RingHandle, want bool) {
+	t.Helper()
+	got, err := Claimed(d)
+	if err != nil || got != want {
+		t.Fatalf("Claimed(%+v) = %v, %v; want %v", d, got, err, want)
+	}
+}
+
+// A receiver in another process claims the frame: Claimed turns true, and
+// it never waits while another process holds the ring lock.
+func TestClaimedByAnotherProcess(t *testing.T) {
+	sc := shmtest.Scope(t)
+	p := newTransport(t, sc, 4096)
+	mustPut(t, p, "0", "1", "before", []byte{1}) // frames before and after the one watched
+	d := mustPut(t, p, "0", "1", "watched", []byte{2, 3})
+	mustPut(t, p, "0", "1", "after", []byte{4})
+	mustClaimed(t, d, false)
+
+	holder := shmtest.HoldLock(t, scope.ShmDir+"/"+d.Name)
+	withoutWaiting(t, "Claimed", func() error {
+		claimed, err := Claimed(d)
+		if claimed {
+			err = errors.New("claimed while nobody claimed it")
+		}
+		return err
+	})
+	holder.Release(t)
+
+	child := shmtest.Start(t, "receiver", sc, "watched")
+	if l := child.Line(t, wait); l != "ready" {
+		t.Fatalf("child: %q", l)
+	}
+	mustClaimed(t, d, false)
+	child.Send(t, "go")
+	if l := child.Line(t, wait); l != "got 0203" {
+		t.Fatalf("child: %q", l)
+	}
+	mustClaimed(t, d, true)
+	child.Send(t, "stop")
+	if l := child.Line(t, wait); l != "claims=1" {
+		t.Fatalf("child: %q", l)
+	}
+	if err := child.Wait(t, wait); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A frame retired by its producer, reclaimed, or in a ring that is gone is
+// no longer waiting for anyone; a descriptor that names no frame is an
+// error.
+func TestClaimedRetiredReclaimedGone(t *testing.T) {
+	_, p, r := pair(t, 4096)
+	replaced := mustPut(t, p, "0", "1", "k", []byte{1})
+	mustPut(t, p, "0", "1", "k", []byte{2})
+	mustClaimed(t, replaced, true)
+	mustGet(t, r, "0", "1", "k", nil) // so that tail can pass it below
+	cancelled := mustPut(t, p, "0", "1", "cancelled", []byte{3})
+	p.Cancel("cancelled")
+	mustClaimed(t, cancelled, true)
+	got := mustPut(t, p, "0", "1", "got", []byte{4})
+	mustGet(t, r, "0", "1", "got", nil)
+	for i := range 40 { // wrap: tail passes every frame above
+		key := "fill" + string(rune('a'+i%26))
+		mustPut(t, p, "0", "1", key, codes(i))
+		mustGet(t, r, "0", "1", key, nil)
+	}
+	mustClaimed(t, got, true)
+	pending := mustPut(t, p, "0", "1", "pending", []byte{5})
+	mustClaimed(t, pending, false)
+
+	for name, d := range map[string]descriptor.RingHandle{
+		"beyond head":  {Name: pending.Name, Position: pending.Position + 4096, Size: 1},
+		"wrong size":   {Name: pending.Name, Position: pending.Position, Size: 7},
+		"mid-frame":    {Name: pending.Name, Position: pending.Position + 16, Size: 1},
+		"not a ring":   {Name: "../etc/passwd", Position: 0, Size: 1},
+		"another user": {Name: "omni_shm_ring_v1_1_x", Position: 0, Size: 1},
+	} {
+		if c, err := Claimed(d); err == nil || c {
+			t.Errorf("%s: Claimed = %v, %v; want an error", name, c, err)
+		} else if !errors.Is(err, descriptor.ErrBad) && !errors.Is(err, ErrName) && !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: error %v wraps no sentinel", name, err)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustClaimed(t, pending, true)
+}

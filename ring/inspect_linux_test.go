@@ -1,0 +1,105 @@
+package ring
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"omnishm/descriptor"
+	"omnishm/internal/shmtest"
+	"omnishm/proc"
+	"omnishm/scope"
+	"os"
+	"strings"
+	"testing"
+)
+
+// Tests of the ring file a Go producer writes, read from outside.
+
+func TestGoProducerPythonLayout(t *testing.T) {
+	// The file a Go producer writes parses as the Python layout: header,
+	// 16-byte aligned frames, padding at the wrap, state byte at 9.
+	_, p, r := pair(t, 4096)
+	var d descriptor.RingHandle
+	for i := range 9 {
+		d = mustPut(t, p, "0", "1", fmt.Sprintf("req%d_0_%d", i, i), codes(i))
+		if i < 7 {
+			mustGet(t, r, "0", "1", fmt.Sprintf("req%d_0_%d", i, i), nil)
+		}
+	}
+	file, err := os.ReadFile(scope.ShmDir + "/" + d.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, frames, err := Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := proc.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(file[:8]) != "OMSHMR01" || h.Capacity != 4096 || h.Creator() != self {
+		t.Fatalf("header %+v", h)
+	}
+	if !bytes.Equal(file[48:64], make([]byte, 16)) {
+		t.Fatal("header bytes 48..63 not zero")
+	}
+	ready := 0
+	for _, f := range frames {
+		if f.Kind == KindBytes && !f.Done {
+			ready++
+			want := 16 + len(f.Key) + f.PayloadLen
+			if f.Total != (want+15)&^15 {
+				t.Fatalf("frame %+v", f)
+			}
+		}
+	}
+	if ready != 2 || frames[len(frames)-1].Position != d.Position {
+		t.Fatalf("frames %+v", frames)
+	}
+	info, err := Inspect(scope.ShmDir + "/" + d.Name)
+	if err != nil || info.Busy || info.Producer != proc.Alive || info.Header != h || len(info.Frames) != len(frames) {
+		t.Fatalf("Inspect: %+v %v", info, err)
+	}
+}
+
+// Inspect tells a ring being made from a corrupt one, reports a held lock
+// as Busy without waiting (the identity still read), and judges the
+// creator without calling Unknown dead.
+func TestInspectStates(t *testing.T) {
+	sc := shmtest.Scope(t)
+	names := scope.New(sc)
+	path := func(tag string) string {
+		return scope.ShmDir + "/" + names.EdgePrefix("0", "1") + "1_" + strings.Repeat(tag, 16)
+	}
+	unwritten, corrupt, dead := path("a1"), path("b2"), path("c3")
+	file, _ := loadRingVector(t)
+	for p, b := range map[string][]byte{unwritten: make([]byte, HeaderSize+4096), corrupt: []byte("not a ring at all, no no no no no no no no no no no no no no no no"), dead: file} {
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(p) })
+	}
+	if _, err := Inspect(unwritten); !errors.Is(err, ErrNotInitialized) {
+		t.Errorf("unwritten: %v, want ErrNotInitialized", err)
+	}
+	if _, err := Inspect(corrupt); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("corrupt: %v, want ErrCorrupt", err)
+	}
+	info, err := Inspect(dead)
+	if err != nil || info.Producer != proc.Dead || len(info.Frames) == 0 {
+		t.Errorf("dead producer's ring: %+v, %v", info, err)
+	}
+
+	_, p, _ := pair(t, 4096)
+	d := mustPut(t, p, "0", "1", "held", []byte{1})
+	holder := shmtest.HoldLock(t, scope.ShmDir+"/"+d.Name)
+	withoutWaiting(t, "Inspect", func() error {
+		info, err := Inspect(scope.ShmDir + "/" + d.Name)
+		if err == nil && (!info.Busy || info.Frames != nil || info.Header.Capacity != 4096 || info.Producer != proc.Alive) {
+			err = fmt.Errorf("held ring: %+v", info)
+		}
+		return err
+	})
+	holder.Release(t)
+}

@@ -1,0 +1,312 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"omnishm/descriptor"
+	"omnishm/proc"
+	"omnishm/scope"
+)
+
+// This file is the producer side (SPEC §3 put): the rings this process
+// owns, one per edge, created on the edge's first Put.
+
+// producer is a ring this process owns.
+type producer struct {
+	name, path string
+	mu         sync.Mutex
+	m          *mapping
+	ix         index // every ready frame of the ring: only this process puts
+	closed     bool
+}
+
+// Put publishes a frame of size bytes under key on edge from->to. write
+// fills dst (len == size) in ring memory, under the ring lock; dst must not
+// be kept. ok=false means refused (ring disabled, non-numeric stage, frame
+// over capacity/4, key over 65535 bytes, ring full, edge disabled after a
+// setup failure): the caller uses the per-key path; nothing waits for ring
+// space. An earlier ready frame of key is retired (SPEC §3). On error ok is
+// false too; an error from write publishes nothing and retires nothing.
+func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(dst []byte) error) (d descriptor.RingHandle, ok bool, err error) {
+	if kind != KindBytes && kind != KindTensors {
+		return d, false, fmt.Errorf("ring: put %q: kind %v is not a payload kind", key, kind)
+	}
+	total := frameTotal(len(key), size)
+	if t.capacity == 0 || !scope.IsNumeric(from) || !scope.IsNumeric(to) ||
+		total == 0 || total > t.capacity/4 || len(key) > maxKeyLen {
+		return d, false, nil
+	}
+	p, err := t.producer(edgeKey{from, to})
+	if p == nil || err != nil {
+		return d, false, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return d, false, ErrClosed
+	}
+	if err := t.stats.flock(p.m.fd, unix.LOCK_EX); err != nil {
+		return d, false, fmt.Errorf("ring: lock %s: %w", p.name, err)
+	}
+	defer t.stats.flock(p.m.fd, unix.LOCK_UN)
+	data, capacity := p.m.data, p.m.capacity
+	head := p.m.head()
+	tail, err := p.reclaim()
+	if err != nil {
+		return d, false, err
+	}
+	padding, fits := place(capacity, head, tail, total)
+	if !fits {
+		return d, false, nil
+	}
+	if padding > 0 {
+		writeFrame(data, head, frame{total: uint32(padding), kind: kindPadding, state: stateDone})
+		head += padding
+	}
+	start := head%capacity + frameHeaderSize
+	copy(data[start:], key)
+	start += uint64(len(key))
+	// Until head moves nothing written past it is visible: a failed write
+	// leaves the ring as it was, the earlier version of key still ready.
+	if err := write(data[start : start+uint64(size) : start+uint64(size)]); err != nil {
+		return d, false, err
+	}
+	writeFrame(data, head, frame{total: uint32(total), payloadLen: uint32(size), kind: kind, keyLen: uint16(len(key))})
+	// Retire an earlier version under the lock every reader takes, before
+	// the new frame is published (SPEC §1 one publisher per key). The next
+	// put reclaims its space.
+	p.retire(key, false)
+	p.m.setHead(head + total)
+	p.ix.add(key, head)
+	p.ix.cursor = head + total
+	return descriptor.RingHandle{Name: p.name, Position: head, Size: size}, true, nil
+}
+
+// reclaim advances tail over done and padding frames; p.mu and the ring
+// lock are held.
+func (p *producer) reclaim() (uint64, error) {
+	tail, err := reclaim(p.m.data, p.m.head(), p.m.tail())
+	if err != nil {
+		return 0, fmt.Errorf("ring: reclaim %s: %w", p.name, err)
+	}
+	p.m.setTail(tail)
+	p.ix.prune(tail)
+	return tail, nil
+}
+
+// each calls f on the indexed keys that s selects: s itself or, byPrefix,
+// every key that is s followed by decimal digits (SPEC §9: "" selects the
+// all-digit keys, as the seed's isdigit does); f returning false stops.
+// p.mu is held.
+func (p *producer) each(s string, byPrefix bool, f func(key string, pos uint64) bool) {
+	if !byPrefix {
+		if pos, ok := p.ix.byKey[s]; ok {
+			f(s, pos)
+		}
+		return
+	}
+	for k, pos := range p.ix.byKey {
+		if rest, ok := strings.CutPrefix(k, s); ok && scope.IsNumeric(rest) && !f(k, pos) {
+			return
+		}
+	}
+}
+
+// retire marks the ready frames of the keys s selects (see each) done and
+// forgets them; the count of frames retired. p.mu and the ring lock are
+// held.
+func (p *producer) retire(s string, byPrefix bool) int {
+	n := 0
+	p.each(s, byPrefix, func(k string, pos uint64) bool {
+		delete(p.ix.byKey, k)
+		if f, err := readFrame(p.m.data, pos); err == nil && f.state == stateReady && f.kind != kindPadding {
+			markDone(p.m.data, pos)
+			n++
+		}
+		return true
+	})
+	return n
+}
+
+// retireAll marks every ready frame done, under the ring lock: a receiver
+// that still maps a closed producer's ring must not deliver its frames.
+// p.mu is held.
+func (p *producer) retireAll(c *counters) error {
+	if err := c.flock(p.m.fd, unix.LOCK_EX); err != nil {
+		return fmt.Errorf("ring: lock %s: %w", p.name, err)
+	}
+	defer c.flock(p.m.fd, unix.LOCK_UN)
+	for _, pos := range p.ix.byKey {
+		if f, err := readFrame(p.m.data, pos); err == nil && f.kind != kindPadding {
+			markDone(p.m.data, pos)
+		}
+	}
+	return nil
+}
+
+// producer returns the ring of an edge, creating it on first use; nil if
+// the edge is disabled after a setup failure.
+func (t *Transport) producer(ek edgeKey) (*producer, error) {
+	t.mu.RLock()
+	p, closed, disabled := t.producers[ek], t.closed.Load(), t.disabled[ek]
+	t.mu.RUnlock()
+	switch {
+	case closed:
+		return nil, ErrClosed
+	case p != nil:
+		return p, nil
+	case disabled:
+		return nil, nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed.Load() {
+		return nil, ErrClosed
+	}
+	if p := t.producers[ek]; p != nil {
+		return p, nil
+	}
+	if t.disabled[ek] {
+		return nil, nil
+	}
+	p, err := t.setup(ek)
+	if err != nil {
+		// One warning per edge; from now on the edge uses the per-key path
+		// (SPEC §9 setup failure). The connector's logger says it: only
+		// here is it known, and the put itself succeeds.
+		t.disabled[ek] = true
+		if t.log != nil {
+			t.log.Warn("host ring unavailable; using per-key SHM", "from", ek.from, "to", ek.to, "err", err)
+		}
+		return nil, nil
+	}
+	t.producers[ek] = p
+	return p, nil
+}
+
+// setup creates an edge's ring and then its marker (SPEC §2, §3): the
+// marker appears only once the ring is initialised. On failure everything
+// it created is removed.
+func (t *Transport) setup(ek edgeKey) (*producer, error) {
+	self, err := proc.Self()
+	if err != nil {
+		return nil, fmt.Errorf("ring: no start time for this process: %w", err)
+	}
+	id, err := scope.NewID()
+	if err != nil {
+		return nil, err
+	}
+	name := t.names.RingName(ek.from, ek.to, self.PID, id)
+	dir := t.dir
+	t.usedDir = true
+	if err := unix.Mkdir(dir, 0o700); err != nil && err != unix.EEXIST {
+		return nil, fmt.Errorf("ring: create %s: %w", dir, err)
+	}
+	m, err := createRing(scope.Path(name), t.capacity, self, &t.stats, t.onCreate, t.onRemove)
+	if err != nil {
+		return nil, err
+	}
+	p := &producer{name: name, path: scope.Path(name), m: m}
+	for attempt := 0; ; attempt++ {
+		err = updateRegistry(dir, &t.stats, func(dirfd int) error {
+			fd, err := unix.Openat(dirfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+			if err != nil {
+				return fmt.Errorf("ring: create marker %s/%s: %w", dir, name, err)
+			}
+			return unix.Close(fd)
+		})
+		// Another process's Close may remove the empty directory between
+		// our mkdir and the marker: make it again.
+		if !errors.Is(err, unix.ENOENT) || attempt == 2 {
+			break
+		}
+		if err := unix.Mkdir(dir, 0o700); err != nil && err != unix.EEXIST {
+			break
+		}
+	}
+	if err != nil {
+		// A marker that cannot be retired is said in the edge's one warning
+		// (SPEC §9), and the fallback stands.
+		return nil, errors.Join(err, t.release(p))
+	}
+	return p, nil
+}
+
+// release unmaps and unlinks an owned ring, then removes its marker. What
+// someone else removed first (a watchdog, prune) is not an error.
+func (t *Transport) release(p *producer) error {
+	p.m.close()
+	var errs []error
+	if err := unix.Unlink(p.path); err == nil {
+		t.onRemove(p.path)
+	} else if err != unix.ENOENT {
+		errs = append(errs, fmt.Errorf("ring: remove %s: %w", p.path, err))
+	}
+	err := updateRegistry(t.dir, &t.stats, func(dirfd int) error {
+		if err := unix.Unlinkat(dirfd, p.name, 0); err != nil {
+			return fmt.Errorf("ring: remove marker %s/%s: %w", t.dir, p.name, err)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Cancel retires this process's ready frame of key on every edge; the
+// number retired.
+func (t *Transport) Cancel(key string) int { return t.cancel(key, false) }
+
+// CancelPrefix retires this process's ready frames whose key is prefix
+// followed by decimal digits only (SPEC §9): "req_0_" matches "req_0_12",
+// not "req_0_1x" nor "request_0_1".
+func (t *Transport) CancelPrefix(prefix string) int { return t.cancel(prefix, true) }
+
+// cancel retires what s selects. A reclaim that finds the ring corrupt is
+// not reported here: the retire happened, and the next Put returns it.
+func (t *Transport) cancel(s string, byPrefix bool) int {
+	n := 0
+	for _, p := range t.producerList() {
+		p.mu.Lock()
+		// Every ready frame of this process's ring is in its index: a ring
+		// that indexes no selected key is not locked (SPEC §9 puts that fall
+		// back cancel on every edge).
+		indexed := false
+		p.each(s, byPrefix, func(string, uint64) bool { indexed = true; return false })
+		if indexed {
+			t.lockAndReclaim(p, func() { n += p.retire(s, byPrefix) })
+		}
+		p.mu.Unlock()
+	}
+	return n
+}
+
+// lockAndReclaim runs f under p's ring lock, then reclaims; p.mu is held.
+func (t *Transport) lockAndReclaim(p *producer, f func()) error {
+	if p.closed {
+		return nil
+	}
+	if err := t.stats.flock(p.m.fd, unix.LOCK_EX); err != nil {
+		return fmt.Errorf("ring: lock %s: %w", p.name, err)
+	}
+	defer t.stats.flock(p.m.fd, unix.LOCK_UN)
+	f()
+	_, err := p.reclaim()
+	return err
+}
+
+func (t *Transport) producerList() []*producer {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ps := make([]*producer, 0, len(t.producers))
+	for _, p := range t.producers {
+		ps = append(ps, p)
+	}
+	return ps
+}

@@ -1,0 +1,37 @@
+package ring
+
+import (
+	"errors"
+	"log/slog"
+
+	"omnishm/scope"
+)
+
+// This file is the platform-neutral part of the Transport's API: what a
+// caller configures and the errors it branches on. The Transport itself
+// (transport_linux.go) is Linux-only.
+
+var (
+	// ErrClosed is returned by Put on a closed Transport.
+	ErrClosed = errors.New("ring: transport closed")
+	// ErrName is wrapped when a descriptor names a file that is not a ring
+	// of this uid (SPEC §2): never opened, so a descriptor cannot lead a
+	// receiver to another file.
+	ErrName = errors.New("ring: not a ring name")
+)
+
+// Options configure a Transport. The zero value is a disabled ring
+// (Capacity 0): every Put is refused and every Get misses.
+type Options struct {
+	Names    scope.Names // scope.New(wakeupScope)
+	Capacity int         // host_ring_bytes: 0 disables; see CheckCapacity; aligned to 16
+	// Logger receives the connector's messages that only the ring knows
+	// when to say (SPEC §9): one warning per edge whose ring cannot be set
+	// up (the edge then uses the per-key path), and a marker that cannot be
+	// retired. Nothing else is logged; nil says nothing.
+	Logger *slog.Logger
+	// OnCreate is called after this process creates a ring file, OnRemove
+	// after it unlinks one (a crash watchdog can track them).
+	OnCreate func(path string)
+	OnRemove func(path string)
+}
