@@ -2,23 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"omnishm/connector"
-	"omnishm/descriptor"
 	"omnishm/jsonform"
 	"omnishm/ring"
-	"omnishm/scope"
 )
 
 // exitUnclaimed is send's status when no receiver claimed the payload in time.
@@ -114,18 +107,20 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 	}
 	fmt.Fprintln(inv.out, desc.String())
 
-	claimed, err := newClaimCheck(desc)
-	if err != nil {
-		conn.Cleanup(*e.key)
-		return inv.fail(err)
-	}
-	defer claimed.close()
 	deadline := time.NewTimer(*wait)
 	defer deadline.Stop()
-	// Poll cheaply (one pread or one lstat) with a backoff: the frames must
-	// outlive the put until claimed, and nothing else here needs the CPU.
+	// Poll cheaply (a few preads or one lstat, no lock) with a backoff: the
+	// frames must outlive the put until claimed, and nothing else here
+	// needs the CPU.
+	claimed := func() (bool, error) { return conn.Claimed(desc) }
 	backoff := 200 * time.Microsecond
-	for !claimed.done() {
+	for {
+		if done, err := claimed(); err != nil {
+			conn.Cleanup(*e.key)
+			return inv.fail(err)
+		} else if done {
+			return exitOK
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -135,7 +130,7 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 			return exitInterrupted
 		case <-deadline.C:
 			t.Stop()
-			if claimed.done() {
+			if done, _ := claimed(); done {
 				return exitOK
 			}
 			conn.Cleanup(*e.key)
@@ -144,86 +139,5 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 		case <-t.C:
 		}
 		backoff = min(backoff*2, 20*time.Millisecond)
-	}
-	return exitOK
-}
-
-// claimCheck tells whether a publication has been claimed, from the files
-// alone: a per-key segment is claimed once its file is gone (the receiver
-// unlinks it, SPEC §6); a ring frame once its state byte says done or the
-// tail has moved past it (SPEC §3). The ring is read without its lock, one
-// aligned byte and one aligned word at a time, so that polling never makes
-// a receiver's non-blocking lock miss.
-type claimCheck struct {
-	segment  string // path of the per-key segment, or ""
-	ino      uint64
-	fd       int // ring file, or -1
-	position uint64
-	capacity uint64
-}
-
-func newClaimCheck(d connector.Descriptor) (*claimCheck, error) {
-	c := &claimCheck{fd: -1}
-	switch {
-	case d.Shm != nil:
-		c.segment = filepath.Join(scope.ShmDir, d.Shm.Name)
-		var st unix.Stat_t
-		if err := unix.Lstat(c.segment, &st); err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				return c, nil // already claimed
-			}
-			return nil, fmt.Errorf("watch %s: %w", c.segment, err)
-		}
-		c.ino = st.Ino
-	case d.HostRing != nil:
-		if !scope.ValidRingName(os.Getuid(), d.HostRing.Name) {
-			return nil, fmt.Errorf("watch ring %q: not a ring name of this user", d.HostRing.Name)
-		}
-		path := filepath.Join(scope.ShmDir, d.HostRing.Name)
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, fmt.Errorf("watch %s: %w", path, err)
-		}
-		var hdr [64]byte
-		if n, err := unix.Pread(fd, hdr[:], 0); err != nil || n != len(hdr) {
-			unix.Close(fd)
-			return nil, fmt.Errorf("watch %s: short header", path)
-		}
-		c.fd, c.position, c.capacity = fd, d.HostRing.Position, binary.LittleEndian.Uint64(hdr[8:])
-		if c.capacity == 0 {
-			unix.Close(fd)
-			return nil, fmt.Errorf("watch %s: zero capacity", path)
-		}
-	default:
-		return nil, descriptor.ErrBad
-	}
-	return c, nil
-}
-
-func (c *claimCheck) done() bool {
-	if c.fd < 0 {
-		if c.segment == "" {
-			return true
-		}
-		var st unix.Stat_t
-		return unix.Lstat(c.segment, &st) != nil || st.Ino != c.ino
-	}
-	var tail [8]byte
-	if n, err := unix.Pread(c.fd, tail[:], 24); err != nil || n != 8 {
-		return true // the ring is gone: nothing left to keep alive
-	}
-	if binary.LittleEndian.Uint64(tail[:]) > c.position {
-		return true
-	}
-	var state [1]byte
-	if n, err := unix.Pread(c.fd, state[:], int64(64+c.position%c.capacity+9)); err != nil || n != 1 {
-		return true
-	}
-	return state[0] == 1
-}
-
-func (c *claimCheck) close() {
-	if c.fd >= 0 {
-		unix.Close(c.fd)
 	}
 }
