@@ -22,7 +22,6 @@ package watchdog
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -144,11 +143,11 @@ func (w *Watchdog) sendLocked() error {
 	return nil
 }
 
-// failLocked makes the watchdog unavailable, logging the cause once: callers
-// ignore ErrUnavailable and carry on.
+// failLocked makes the watchdog unavailable for good; Track returns the
+// error from then on and the connector says so once (this package never
+// logs).
 func (w *Watchdog) failLocked(cause error) {
 	w.err = fmt.Errorf("%w: %w", ErrUnavailable, cause)
-	slog.Warn("omnishm watchdog unavailable: shared memory of this process will not be cleaned up if it crashes", "err", cause)
 }
 
 // startLocked starts the watchdog process unless it runs already.
