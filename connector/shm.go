@@ -58,7 +58,9 @@ func Open(opts Options) (*SHM, error) {
 	c.ring, err = ring.New(ring.Options{
 		Names:    c.names,
 		Capacity: opts.HostRingBytes,
-		Logger:   c.log,
+		OnSetupFailure: func(from, to string, err error) {
+			c.log.Warn("host ring unavailable; using per-key SHM", "from", from, "to", to, "err", err)
+		},
 		OnCreate: c.track,
 		OnRemove: c.forget,
 	})

@@ -131,7 +131,7 @@ func BenchmarkCrossProcess(b *testing.B) {
 // roleEchoer claims every frame on edge 0->1 and puts it back on 1->0
 // under the same key, until told to stop.
 func roleEchoer(args []string) int {
-	p, err := New(Options{Names: scopeNames(args[0]), Capacity: 4 << 20, Logger: quiet})
+	p, err := New(Options{Names: scopeNames(args[0]), Capacity: 4 << 20})
 	if err != nil {
 		return 1
 	}

@@ -19,6 +19,6 @@
 // liveness is package proc's, inotify package fswatch's. Put's write
 // callback and Get's decode callback see ring memory only while the ring
 // lock is held; nothing they are given may be retained, and nothing returned
-// by this package aliases shared memory. The package never logs, except
-// through Options.Logger the connector messages SPEC §9 asks for.
+// by this package aliases shared memory. The package never logs: a ring that
+// cannot be set up is reported through Options.OnSetupFailure.
 package ring

@@ -1,9 +1,7 @@
 package ring
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
 	"os"
@@ -15,24 +13,6 @@ import (
 )
 
 // Tests of a Transport's own files over its life: setup, fallback, Close.
-
-// countingHandler counts warnings.
-type countingHandler struct {
-	mu    sync.Mutex
-	warns []string
-}
-
-func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelWarn {
-		h.mu.Lock()
-		h.warns = append(h.warns, r.Message)
-		h.mu.Unlock()
-	}
-	return nil
-}
-func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 
 // scopeFiles lists what a scope has in /dev/shm: ring files and markers.
 func scopeFiles(t testing.TB, sc string) (rings, markers []string, dirExists bool) {
@@ -71,12 +51,13 @@ func TestSetupFailureFallsBackWithOneWarning(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sc := shmtest.Scope(t)
-			h := &countingHandler{}
 			var mu sync.Mutex
+			var warns []error
 			live := map[string]bool{}
-			tr, err := New(Options{Names: scope.New(sc), Capacity: 4096, Logger: slog.New(h),
-				OnCreate: func(p string) { mu.Lock(); live[p] = true; mu.Unlock() },
-				OnRemove: func(p string) { mu.Lock(); delete(live, p); mu.Unlock() }})
+			tr, err := New(Options{Names: scope.New(sc), Capacity: 4096,
+				OnSetupFailure: func(_, _ string, err error) { mu.Lock(); warns = append(warns, err); mu.Unlock() },
+				OnCreate:       func(p string) { mu.Lock(); live[p] = true; mu.Unlock() },
+				OnRemove:       func(p string) { mu.Lock(); delete(live, p); mu.Unlock() }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,8 +72,8 @@ func TestSetupFailureFallsBackWithOneWarning(t *testing.T) {
 			if _, ok, _ := putBytes(tr, "0", "1", "after", []byte{1}); ok {
 				t.Fatal("a disabled edge used the ring again")
 			}
-			if len(h.warns) != 1 {
-				t.Fatalf("warnings %q, want one", h.warns)
+			if len(warns) != 1 {
+				t.Fatalf("setup failures reported %v, want one", warns)
 			}
 			rings, markers, _ := scopeFiles(t, sc)
 			if len(rings) != 0 || len(markers) != 0 || len(live) != 0 {

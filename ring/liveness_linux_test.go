@@ -16,7 +16,7 @@ import (
 // roleProducer: args scope, key, value. Puts, prints the descriptor, then
 // obeys one command: "exit" (without Close), "close", or waits to be killed.
 func roleProducer(args []string) int {
-	tr, err := New(Options{Names: scope.New(args[0]), Capacity: 4096, Logger: quiet})
+	tr, err := New(Options{Names: scope.New(args[0]), Capacity: 4096})
 	if err != nil {
 		return 1
 	}

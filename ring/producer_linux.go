@@ -180,8 +180,8 @@ func (t *Transport) producer(ek edgeKey) (*producer, error) {
 		// (SPEC §9 setup failure). The connector's logger says it: only
 		// here is it known, and the put itself succeeds.
 		t.disabled[ek] = true
-		if t.log != nil {
-			t.log.Warn("host ring unavailable; using per-key SHM", "from", ek.from, "to", ek.to, "err", err)
+		if t.onFailure != nil {
+			t.onFailure(ek.from, ek.to, err)
 		}
 		return nil, nil
 	}

@@ -2,7 +2,6 @@ package ring
 
 import (
 	"errors"
-	"log/slog"
 
 	"omnishm/scope"
 )
@@ -25,11 +24,11 @@ var (
 type Options struct {
 	Names    scope.Names // scope.New(wakeupScope)
 	Capacity int         // host_ring_bytes: 0 disables; see CheckCapacity; aligned to 16
-	// Logger receives the connector's messages that only the ring knows
-	// when to say (SPEC §9): one warning per edge whose ring cannot be set
-	// up (the edge then uses the per-key path), and a marker that cannot be
-	// retired. Nothing else is logged; nil says nothing.
-	Logger *slog.Logger
+	// OnSetupFailure is called once per edge whose ring cannot be set up
+	// (the edge then uses the per-key path, SPEC §9), with the cause, a
+	// marker that could not be retired joined in: the connector logs it.
+	// This package never logs.
+	OnSetupFailure func(from, to string, err error)
 	// OnCreate is called after this process creates a ring file, OnRemove
 	// after it unlinks one (a crash watchdog can track them).
 	OnCreate func(path string)

@@ -3,7 +3,6 @@ package ring
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -19,14 +18,14 @@ import (
 // producers it reads (reader_linux.go), found by discovery
 // (discovery_linux.go). It is safe for concurrent use.
 type Transport struct {
-	names    scope.Names
-	dir      string // names.RingDir()
-	uid      int
-	capacity uint64
-	log      *slog.Logger // nil: say nothing
-	onCreate func(string)
-	onRemove func(string)
-	stats    counters
+	names     scope.Names
+	dir       string // names.RingDir()
+	uid       int
+	capacity  uint64
+	onFailure func(from, to string, err error) // nil: say nothing
+	onCreate  func(string)
+	onRemove  func(string)
+	stats     counters
 
 	mu          sync.RWMutex
 	closed      atomic.Bool // set under mu; read without it on the poll path
@@ -61,7 +60,7 @@ func New(opts Options) (*Transport, error) {
 		dir:       opts.Names.RingDir(),
 		uid:       os.Getuid(),
 		capacity:  align16(uint64(opts.Capacity)),
-		log:       opts.Logger,
+		onFailure: opts.OnSetupFailure,
 		onCreate:  opts.OnCreate,
 		onRemove:  opts.OnRemove,
 		producers: map[edgeKey]*producer{},

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -29,13 +27,11 @@ func TestMain(m *testing.M) {
 
 const wait = 20 * time.Second
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
 func scopeNames(sc string) scope.Names { return scope.New(sc) }
 
 func newTransport(t testing.TB, sc string, capacity int) *Transport {
 	t.Helper()
-	tr, err := New(Options{Names: scope.New(sc), Capacity: capacity, Logger: quiet})
+	tr, err := New(Options{Names: scope.New(sc), Capacity: capacity})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +424,7 @@ func TestReceiverNeverWaitsForAnotherProcessLock(t *testing.T) {
 // roleReceiver: args scope, key. Polls for key until it gets it, then
 // keeps polling (to prove nothing is claimed twice) until told to stop.
 func roleReceiver(args []string) int {
-	tr, err := New(Options{Names: scope.New(args[0]), Capacity: 4096, Logger: quiet})
+	tr, err := New(Options{Names: scope.New(args[0]), Capacity: 4096})
 	if err != nil {
 		return 1
 	}
