@@ -20,8 +20,10 @@ const benchFrom, benchTo = "0", "1"
 // cell differently.
 type mode struct {
 	// receiver: the mode needs the receiver process (receiver.go), started
-	// once for the whole run.
-	receiver bool
+	// once for the whole run, or with freshReceiver anew for every cell:
+	// Go keeps the OS threads it started, so a cell's thread count would
+	// include those an earlier cell needed.
+	receiver, freshReceiver bool
 	// transports are those the mode can time, and a plan's default.
 	transports []string
 	// sizes are the tensor sizes of a plan without payloads.
@@ -42,7 +44,7 @@ var modes = map[Mode]mode{
 		finish: compareToFloor},
 	Stream: {receiver: true, transports: Transports(), sizes: defaultSizes, memcpy: true, cell: timeStream,
 		finish: func(r *Report) { compareRates(r.measured(), UDS) }},
-	Fanout: {receiver: true, transports: []string{Ring, PerKey}, sizes: []int{512}, flock: true, cell: timeFanout,
+	Fanout: {receiver: true, freshReceiver: true, transports: []string{Ring, PerKey}, sizes: []int{512}, flock: true, cell: timeFanout,
 		finish: fanoutInFlockPairs},
 }
 
@@ -87,7 +89,7 @@ func Run(ctx context.Context, plan Plan) (Report, error) {
 	for _, c := range r.cells() {
 		r.total += c.warmup + c.count
 	}
-	if r.mode.receiver {
+	if r.mode.receiver && !r.mode.freshReceiver {
 		if r.peer, err = startReceiver(); err != nil {
 			return Report{}, err
 		}
@@ -171,11 +173,32 @@ func (r *runner) measure() error {
 				conns[c.transport], c.conn = conn, conn
 			}
 		}
-		if err := measure(r, c); err != nil {
+		var err error
+		if r.mode.freshReceiver {
+			err = r.withReceiver(func() error { return measure(r, c) })
+		} else {
+			err = measure(r, c)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// withReceiver runs f with a receiver process of its own.
+func (r *runner) withReceiver(f func() error) error {
+	peer, err := startReceiver()
+	if err != nil {
+		return err
+	}
+	r.peer = peer
+	defer func() { r.peer = nil }()
+	if err := f(); err != nil {
+		peer.stop()
+		return err
+	}
+	return peer.finish(r.ctx)
 }
 
 // open opens a connector for a bench transport as stage (the producer:

@@ -191,16 +191,17 @@ func TestRunFanout(t *testing.T) {
 // TestRunInterrupted: a run whose context ends stops its receiver process,
 // which cleans up (Main checks the scope is empty), and returns ctx's error.
 func TestRunInterrupted(t *testing.T) {
-	for _, mode := range []Mode{Latency, Stream} {
+	fanout := plan(t, Fanout, 0, Ring)
+	fanout.Waiters, fanout.Idle = 50, time.Millisecond
+	for _, p := range []Plan{plan(t, Latency, 1000000, Ring), plan(t, Stream, 1000000, Ring), fanout} {
 		ctx, cancel := context.WithCancel(context.Background())
-		p := plan(t, mode, 1000000, Ring)
 		p.Progress = func(pr Progress) {
 			if pr.Done == 5 {
 				cancel()
 			}
 		}
 		if _, err := Run(ctx, p); !errors.Is(err, context.Canceled) {
-			t.Errorf("interrupted %s run: %v", mode, err)
+			t.Errorf("interrupted %s run: %v", p.Mode, err)
 		}
 		cancel()
 	}
