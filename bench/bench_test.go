@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -85,12 +86,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := back["results"].([]any)
-	first := rs[0].(map[string]any)
-	var keys []string
-	for k := range first {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := jsonKeys(rs[0].(map[string]any))
 	want := []string{"bytes_per_s", "count", "mean_us", "msgs_per_s", "p50_us", "p99_us", "size", "transport", "vs_uds"}
 	if back["mode"] != "latency" || len(rs) != 3 || !slices.Equal(keys, want) || rs[2].(map[string]any)["vs_uds"] != nil {
 		t.Fatalf("json = %s", buf.Bytes())
@@ -106,14 +102,7 @@ func TestReport(t *testing.T) {
 }
 
 // jsonKeys is the sorted key set of a JSON object.
-func jsonKeys(m map[string]any) []string {
-	var keys []string
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func jsonKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // TestReportModes: the fields the new modes add to the JSON report appear
 // only where they apply, and each mode's table has its columns.

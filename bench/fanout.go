@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"omnishm/connector"
 	"omnishm/internal/hostclock"
 	"omnishm/stream"
@@ -67,7 +69,7 @@ func timeFanout(r *runner, c *cell) error {
 			return err
 		}
 		if int(v[0]) != i {
-			return fmt.Errorf("fanout: waiter %d woke with message %d's key", v[0], i)
+			return fmt.Errorf("fanout: put %d reached waiter %d", i, v[0])
 		}
 		r.step(c)
 	}
@@ -185,6 +187,15 @@ func wait(ctx context.Context, conn *connector.SHM, req request, i int, waiting 
 		err = fmt.Errorf("key %q: no payload", key(req.KeyPrefix, req.Run, i))
 	}
 	return err
+}
+
+// cpuTime is the user and system CPU time of this process, every thread.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // pause waits for d or the end of ctx: a measurement window, not a

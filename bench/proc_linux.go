@@ -4,19 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
-	"time"
-
-	"golang.org/x/sys/unix"
 )
-
-// cpuTime is the user and system CPU time of this process, every thread.
-func cpuTime() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // osThreads is this process's number of OS threads (the Threads line of
 // /proc/self/status), 0 when it cannot be read.

@@ -42,7 +42,8 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 		"CPU (% of one core) and OS threads, then its CPU per message as this process puts the\n"+
 		"keys one by one, also in flock pairs.\n"+
 		"  omnishm bench --mode fanout --waiters 1000\n"+
-		"Every mode but fanout ends with a memcpy row per size: two plain copies of the bytes")
+		"latency, pair and stream end with a memcpy row per size (two plain copies of the bytes);\n"+
+		"pair and fanout print the flock floor below the table.")
 	sizes := fs.String("sizes", "", "payload sizes, float32 tensors of that many bytes (a multiple of 4):\n"+
 		"512, 4KiB, 1MiB, 16MiB (binary) or 4KB, 1MB (decimal) (default 512,4KiB,64KiB,1MiB; fanout 512)")
 	payloadFile := fs.String("payload", "", "time this one JSON-form payload (SPEC §10) instead of generated tensors")
