@@ -1,12 +1,15 @@
 // Package bench measures omnishm's transports against a Unix-domain socket
 // moving the same bytes: what `omnishm bench` runs. Run carries out a Plan
 // (a mode, payloads, transports, a count) and returns a Report: one Result
-// per transport and payload, which prints as a table, as the JSON report
-// scripts read, or as a plot. In latency mode a receiver process, this
-// same executable re-run in a role of its own (package internal/reexec),
-// receives while this process sends; in pair mode one process does both.
-// The statistics (Summarize, CompareToUDS) and size parsing are pure and
-// usable on their own.
+// per transport and payload, beside the floors measured in the same run
+// (two plain copies of the bytes, two uncontended flock pairs), which
+// prints as a table, as the JSON report scripts read, or as a plot.
+// Latency times one message in flight, stream many, both into a receiver
+// process: this same executable re-run in a role of its own (package
+// internal/reexec). Pair puts and gets in one process. Fanout blocks many
+// waiters in the receiver process and measures what they cost it idle and
+// per delivery. The statistics (Summarize, CompareToUDS) and size parsing
+// are pure and usable on their own.
 package bench
 
 import (
@@ -87,8 +90,12 @@ func FormatSize(n int) string {
 }
 
 // Result is one (transport, size) line of a report. JSON field names are
-// the interface scripts read. In latency mode MsgsPerS is 1e6/MeanUs: the
-// rate of back-to-back put->get with one message in flight.
+// the interface scripts read; fields after VsUDS are omitted where they do
+// not apply, so a latency report keeps its first shape. In latency mode
+// MsgsPerS is 1e6/MeanUs: the rate of back-to-back put->get with one
+// message in flight. In stream mode MeanUs is the run's time per message
+// (elapsed / Count, so MsgsPerS is the streaming rate) and P50Us, P99Us
+// are percentiles of that time over each acknowledged batch of messages.
 type Result struct {
 	Transport string  `json:"transport"`
 	Size      int     `json:"size"`
@@ -99,18 +106,62 @@ type Result struct {
 	MsgsPerS  float64 `json:"msgs_per_s"`
 	BytesPerS float64 `json:"bytes_per_s"`
 	// VsUDS is the UDS baseline's p50 latency divided by this one's (above
-	// 1: faster than the socket); nil in pair mode or without a baseline.
+	// 1: faster than the socket), in stream mode this rate divided by the
+	// socket's; nil in pair mode, for floor rows, or without a baseline.
 	VsUDS *float64 `json:"vs_uds"`
+	// Window is the most messages a stream had in flight (stream mode).
+	Window int `json:"window,omitempty"`
+	// FlockRatio is a pair's p50 over Report.Flock's: how many times the
+	// two mandatory flock pairs it costs (pair mode).
+	FlockRatio *float64 `json:"flock_ratio,omitempty"`
+	// FloorRatio is a pair's p50 over its floor at this size: Report.Flock
+	// plus the memcpy row's p50, two plain copies of the bytes (pair mode).
+	FloorRatio *float64 `json:"floor_ratio,omitempty"`
 	// Fallbacks counts the timed puts of a ring result that went per-key
-	// (a frame over a quarter of the ring). Not in the JSON report, whose
-	// shape is fixed.
+	// (a frame over a quarter of the ring). Not in the JSON report, which
+	// names such a result ring->perkey or ring+perkey instead.
 	Fallbacks int `json:"-"`
 }
 
-// Report is the whole --json output.
+// FanoutResult is one fanout measurement: one transport, one kind of
+// waiter, one payload. CPU figures are the receiver process's, user and
+// system time of all its threads (getrusage).
+type FanoutResult struct {
+	// Transport is what carried the puts: ring, perkey, or ring->perkey
+	// (ring+perkey) as in Result.
+	Transport string `json:"transport"`
+	WaitIn    string `json:"wait_in"` // recv or reader
+	Waiters   int    `json:"waiters"`
+	Size      int    `json:"size"`
+	// IdleS is the measured idle window: every waiter blocked, nothing
+	// arriving. IdleCPUPct is the CPU spent over it, in % of one core.
+	IdleS      float64 `json:"idle_s"`
+	IdleCPUPct float64 `json:"idle_cpu_pct"`
+	// Threads is the receiver's OS thread count at the end of the idle
+	// window (/proc/self/status; 0 where there is none).
+	Threads int `json:"threads"`
+	// CPUPerMsgUs is the CPU spent from the end of the idle window until
+	// the last waiter had its message, divided by Waiters. Each delivery
+	// includes the receiver's one-line acknowledgement to this process,
+	// which paces the puts: AckUs is the CPU one of those takes, timed
+	// over a hundred more once no waiter is left.
+	CPUPerMsgUs float64 `json:"cpu_per_msg_us"`
+	AckUs       float64 `json:"ack_us"`
+	// FlockPairs is CPUPerMsgUs in uncontended flock pairs (LOCK_EX +
+	// LOCK_UN, half of Report.Flock's p50).
+	FlockPairs *float64 `json:"flock_pairs"`
+}
+
+// Report is the whole --json output. Results is empty in fanout mode;
+// Flock and Fanout are omitted where they were not measured.
 type Report struct {
 	Mode    string   `json:"mode"`
 	Results []Result `json:"results"`
+	// Flock is the floor pair and fanout modes measure first: two
+	// uncontended flock pairs on a /dev/shm file, timed one sample at a
+	// time as the pairs are (transport "flock", size 0).
+	Flock  *Result        `json:"flock,omitempty"`
+	Fanout []FanoutResult `json:"fanout,omitempty"`
 }
 
 // Summarize computes a Result's statistics from per-message latencies.
@@ -145,17 +196,21 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 // CompareToUDS fills VsUDS of every result from the result of transport
 // uds of the same size (uds p50 / this p50).
 func CompareToUDS(results []Result, uds string) {
-	base := map[int]float64{}
-	for _, r := range results {
-		if r.Transport == uds {
-			base[r.Size] = r.P50Us
+	compareTo(results, uds, func(x, base Result) *float64 { return quotient(base.P50Us, x.P50Us) })
+}
+
+// compareTo sets VsUDS of every result that has a result of transport uds
+// of the same size, as vs(result, that one).
+func compareTo(results []Result, uds string, vs func(x, base Result) *float64) {
+	base := map[int]Result{}
+	for _, x := range results {
+		if x.Transport == uds {
+			base[x.Size] = x
 		}
 	}
 	for i := range results {
-		b, ok := base[results[i].Size]
-		if ok && results[i].P50Us > 0 {
-			v := b / results[i].P50Us
-			results[i].VsUDS = &v
+		if b, ok := base[results[i].Size]; ok {
+			results[i].VsUDS = vs(results[i], b)
 		}
 	}
 }
@@ -173,25 +228,81 @@ func (r Report) WriteJSON(w io.Writer) error {
 	return err
 }
 
-// WriteTable writes the report as an aligned table.
+// WriteTable writes the report as an aligned table, and the flock floor
+// on a line of its own below it.
 func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	header := "transport\tsize\tcount\tmean µs\tp50 µs\tp99 µs\tmsgs/s\tMB/s\t"
-	if r.Mode == "latency" {
+	if r.Mode == string(Fanout) {
+		r.fanoutTable(tw)
+	} else {
+		r.resultTable(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if f := r.Flock; f != nil {
+		_, err := fmt.Fprintf(w, "floor: two uncontended flock pairs (LOCK_EX+LOCK_UN) on a /dev/shm file: p50 %.2f µs, mean %.2f µs, p99 %.2f µs over %d\n",
+			f.P50Us, f.MeanUs, f.P99Us, f.Count)
+		return err
+	}
+	return nil
+}
+
+func (r Report) resultTable(tw io.Writer) {
+	stream, pair := r.Mode == string(Stream), r.Mode == string(Pair)
+	vsUDS := r.Mode == string(Latency) || stream
+	header := "transport\tsize\tcount\t"
+	if stream {
+		header += "window\tµs/msg\tp50 µs/msg\tp99 µs/msg\t"
+	} else {
+		header += "mean µs\tp50 µs\tp99 µs\t"
+	}
+	header += "msgs/s\tMB/s\t"
+	if vsUDS {
 		header += "vs uds\t"
+	}
+	if pair {
+		header += "÷ flock\t÷ floor\t"
 	}
 	fmt.Fprintln(tw, header)
 	for _, x := range r.Results {
-		line := fmt.Sprintf("%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.0f\t%.1f\t", x.Transport, FormatSize(x.Size), x.Count,
-			x.MeanUs, x.P50Us, x.P99Us, x.MsgsPerS, x.BytesPerS/1e6)
-		if r.Mode == "latency" {
-			if x.VsUDS != nil {
-				line += fmt.Sprintf("%.2fx\t", *x.VsUDS)
-			} else {
-				line += "-\t"
-			}
+		line := fmt.Sprintf("%s\t%s\t%d\t", x.Transport, FormatSize(x.Size), x.Count)
+		if stream {
+			line += optional(x.Window > 0, "%d", x.Window)
+		}
+		line += fmt.Sprintf("%.1f\t%.1f\t%.1f\t%.0f\t%.1f\t", x.MeanUs, x.P50Us, x.P99Us, x.MsgsPerS, x.BytesPerS/1e6)
+		if vsUDS {
+			line += ratio(x.VsUDS)
+		}
+		if pair {
+			line += ratio(x.FlockRatio) + ratio(x.FloorRatio)
 		}
 		fmt.Fprintln(tw, line)
 	}
-	return tw.Flush()
+}
+
+func (r Report) fanoutTable(tw io.Writer) {
+	fmt.Fprintln(tw, "transport\twait in\twaiters\tsize\tidle s\tidle CPU %\tthreads\tCPU µs/msg\tflock pairs/msg\tof which ack µs\t")
+	for _, x := range r.Fanout {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.2f\t%.1f\t%d\t%.1f\t%s%.1f\t\n", x.Transport, x.WaitIn, x.Waiters, FormatSize(x.Size),
+			x.IdleS, x.IdleCPUPct, x.Threads, x.CPUPerMsgUs, optional(x.FlockPairs != nil, "%.0f", deref(x.FlockPairs)), x.AckUs)
+	}
+}
+
+// ratio is a table cell for an optional ratio.
+func ratio(v *float64) string { return optional(v != nil, "%.2fx", deref(v)) }
+
+// optional is a table cell: the value when there is one, else "-".
+func optional(ok bool, format string, v any) string {
+	if !ok {
+		return "-\t"
+	}
+	return fmt.Sprintf(format, v) + "\t"
+}
+
+func deref(v *float64) float64 {
+	if v == nil {
+		return 0
+	}
+	return *v
 }

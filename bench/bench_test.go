@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"omnishm/tensor"
 )
 
 func TestParseSize(t *testing.T) {
@@ -83,12 +86,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := back["results"].([]any)
-	first := rs[0].(map[string]any)
-	var keys []string
-	for k := range first {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := jsonKeys(rs[0].(map[string]any))
 	want := []string{"bytes_per_s", "count", "mean_us", "msgs_per_s", "p50_us", "p99_us", "size", "transport", "vs_uds"}
 	if back["mode"] != "latency" || len(rs) != 3 || !slices.Equal(keys, want) || rs[2].(map[string]any)["vs_uds"] != nil {
 		t.Fatalf("json = %s", buf.Bytes())
@@ -100,5 +98,115 @@ func TestReport(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 4 || !strings.Contains(lines[1], "2.00x") || !strings.Contains(lines[3], "1KiB") {
 		t.Fatalf("table:\n%s", buf.String())
+	}
+}
+
+// jsonKeys is the sorted key set of a JSON object.
+func jsonKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
+
+// TestReportModes: the fields the new modes add to the JSON report appear
+// only where they apply, and each mode's table has its columns.
+func TestReportModes(t *testing.T) {
+	base := []string{"bytes_per_s", "count", "mean_us", "msgs_per_s", "p50_us", "p99_us", "size", "transport", "vs_uds"}
+	with := func(extra ...string) []string {
+		return slices.Sorted(slices.Values(append(slices.Clone(base), extra...)))
+	}
+	flock := Result{Transport: Flock, Count: 5, P50Us: 2, MeanUs: 2.5, P99Us: 3}
+	pair := Report{Mode: "pair", Flock: &flock, Results: []Result{
+		{Transport: "ring", Size: 512, Count: 5, P50Us: 5}, {Transport: "ring", Size: 4096, Count: 5, P50Us: 9},
+		{Transport: Memcpy, Size: 512, Count: 5, P50Us: 0.5},
+	}}
+	compareToFloor(&pair)
+	if r := pair.Results; *r[0].FlockRatio != 2.5 || *r[0].FloorRatio != 2 || *r[1].FlockRatio != 4.5 || r[1].FloorRatio != nil || r[2].FlockRatio != nil {
+		t.Fatalf("pair ratios %+v", r)
+	}
+	stream := Report{Mode: "stream", Results: []Result{
+		{Transport: "ring", Size: 512, Count: 9, MsgsPerS: 300, Window: 8}, {Transport: "uds", Size: 512, Count: 9, MsgsPerS: 100, Window: 8},
+		{Transport: Memcpy, Size: 512, Count: 9, MsgsPerS: 1000},
+	}}
+	compareRates(stream.measured(), UDS)
+	if r := stream.Results; *r[0].VsUDS != 3 || *r[1].VsUDS != 1 || r[2].VsUDS != nil {
+		t.Fatalf("stream rates %+v", r)
+	}
+	fanout := Report{Mode: "fanout", Flock: &flock, Fanout: []FanoutResult{
+		{Transport: "ring", WaitIn: WaitRecv, Waiters: 3, Size: 512, IdleS: 2, IdleCPUPct: 9.5, Threads: 7, CPUPerMsgUs: 250},
+	}}
+	fanoutInFlockPairs(&fanout)
+	if *fanout.Fanout[0].FlockPairs != 250 {
+		t.Fatalf("flock pairs %v", *fanout.Fanout[0].FlockPairs)
+	}
+	for _, tc := range []struct {
+		report     Report
+		top        []string
+		rows       [][]string
+		tableLines int
+		tableHas   []string
+	}{
+		{pair, []string{"flock", "mode", "results"}, [][]string{with("flock_ratio", "floor_ratio"), with("flock_ratio"), base},
+			5, []string{"÷ flock", "2.50x", "2.00x", "floor: two uncontended flock pairs", "p50 2.00 µs"}},
+		{stream, []string{"mode", "results"}, [][]string{with("window"), with("window"), base},
+			4, []string{"window", "µs/msg", "3.00x"}},
+		{fanout, []string{"fanout", "flock", "mode", "results"}, nil,
+			3, []string{"idle CPU %", "9.5", "250.0", "floor:"}},
+	} {
+		var buf bytes.Buffer
+		if err := tc.report.WriteJSON(&buf); err != nil {
+			t.Fatal(err)
+		}
+		var back map[string]any
+		if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+			t.Fatal(err)
+		}
+		rs := back["results"].([]any)
+		if !slices.Equal(jsonKeys(back), tc.top) || len(rs) != len(tc.rows) {
+			t.Errorf("%s json: %s", tc.report.Mode, buf.Bytes())
+		}
+		for i, row := range rs {
+			if keys := jsonKeys(row.(map[string]any)); !slices.Equal(keys, tc.rows[i]) {
+				t.Errorf("%s result %d keys %v, want %v", tc.report.Mode, i, keys, tc.rows[i])
+			}
+		}
+		if f, ok := back["flock"].(map[string]any); ok && !slices.Equal(jsonKeys(f), base) {
+			t.Errorf("%s flock keys %v", tc.report.Mode, jsonKeys(f))
+		}
+		if fo, ok := back["fanout"].([]any); ok {
+			want := []string{"ack_us", "cpu_per_msg_us", "flock_pairs", "idle_cpu_pct", "idle_s", "size", "threads", "transport", "wait_in", "waiters"}
+			if keys := jsonKeys(fo[0].(map[string]any)); !slices.Equal(keys, want) {
+				t.Errorf("fanout keys %v, want %v", keys, want)
+			}
+		}
+		buf.Reset()
+		if err := tc.report.WriteTable(&buf); err != nil {
+			t.Fatal(err)
+		}
+		table := buf.String()
+		if n := strings.Count(table, "\n"); n != tc.tableLines {
+			t.Errorf("%s table has %d lines, want %d:\n%s", tc.report.Mode, n, tc.tableLines, table)
+		}
+		for _, s := range tc.tableHas {
+			if !strings.Contains(table, s) {
+				t.Errorf("%s table lacks %q:\n%s", tc.report.Mode, s, table)
+			}
+		}
+	}
+}
+
+// TestTensorPayloads: the generated tensors hold the pattern i%1000 * 0.5
+// at every index, past the doubling copies' seams.
+func TestTensorPayloads(t *testing.T) {
+	ps, err := TensorPayloads([]int{4, 4000, 40004})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		values, err := tensor.Values[float32](p.Value.(map[string]any)["data"].(*tensor.Tensor))
+		if err != nil || len(values)*4 != p.Size {
+			t.Fatalf("%s: %d values, %v", FormatSize(p.Size), len(values), err)
+		}
+		for i, v := range values {
+			if v != float32(i%1000)*0.5 {
+				t.Fatalf("%s: value %d is %v", FormatSize(p.Size), i, v)
+			}
+		}
 	}
 }

@@ -32,7 +32,7 @@ func ExampleRun() {
 		return
 	}
 	report, err := bench.Run(context.Background(), bench.Plan{
-		Mode:       bench.Pair, // put then get in this process
+		Mode:       bench.Pair, // put then get in this process, beside the floor
 		Payloads:   payloads,
 		Transports: []string{bench.Ring, bench.UDS},
 		Count:      50,
@@ -47,4 +47,5 @@ func ExampleRun() {
 	// Output:
 	// ring 512 50 true
 	// uds 512 50 true
+	// memcpy 512 50 true
 }

@@ -26,16 +26,21 @@ func CheckPlotPath(path string) error {
 	return fmt.Errorf("%w: %q", ErrPlotFormat, path)
 }
 
-// Plot draws p50 latency against payload size, one line per transport, on
-// log-log axes, and writes it to path (.svg or .png).
+// Plot draws p50 latency (in stream mode the rate, MB/s) against payload
+// size, one line per transport and one for the memcpy floor, on log-log
+// axes, and writes it to path (.svg or .png).
 func Plot(path string, r Report) error {
 	if err := CheckPlotPath(path); err != nil {
 		return err
 	}
+	what, unit, y := "p50 latency", "µs", func(x Result) float64 { return x.P50Us }
+	if r.Mode == string(Stream) {
+		what, unit, y = "rate", "MB/s", func(x Result) float64 { return x.BytesPerS / 1e6 }
+	}
 	p := plot.New()
-	p.Title.Text = "omnishm " + r.Mode + ": p50 latency by payload size"
+	p.Title.Text = "omnishm " + r.Mode + ": " + what + " by payload size"
 	p.X.Label.Text = "payload size (bytes)"
-	p.Y.Label.Text = "p50 latency (µs)"
+	p.Y.Label.Text = what + " (" + unit + ")"
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
 	p.Legend.Top = true
@@ -43,13 +48,13 @@ func Plot(path string, r Report) error {
 	var names []string
 	series := map[string]plotter.XYs{}
 	for _, x := range r.Results {
-		if x.P50Us <= 0 || x.Size <= 0 {
+		if y(x) <= 0 || x.Size <= 0 {
 			continue // a log axis has no place for zero
 		}
 		if _, ok := series[x.Transport]; !ok {
 			names = append(names, x.Transport)
 		}
-		series[x.Transport] = append(series[x.Transport], plotter.XY{X: float64(x.Size), Y: x.P50Us})
+		series[x.Transport] = append(series[x.Transport], plotter.XY{X: float64(x.Size), Y: y(x)})
 	}
 	if len(names) == 0 {
 		return errors.New("bench: nothing to plot")

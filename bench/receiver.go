@@ -2,12 +2,12 @@ package bench
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"omnishm/connector"
@@ -15,11 +15,11 @@ import (
 	"omnishm/internal/reexec"
 )
 
-// The receiver process of latency mode is this executable again, in role
-// receiverRole. The parent sends one JSON request a line on its stdin; the
-// receiver serves it and prints one line per message: the host-wide
-// monotonic time of its arrival in nanoseconds, or "error: ...". Closing
-// its stdin ends it. The uds baseline's socket is its descriptor 3.
+// The receiver process of the modes that have one is this executable
+// again, in role receiverRole. The parent sends one JSON request a line
+// on its stdin; the receiver serves it and prints lines of integers
+// separated by spaces (what each mode's cell reads), or "error: ...".
+// Closing its stdin ends it. The uds baseline's socket is its descriptor 3.
 const (
 	receiverRole  = "omnishm-bench-receiver"
 	receiverReady = "ready"
@@ -31,11 +31,12 @@ func init() { reexec.Register(receiverRole, serveReceiver) }
 // clean up before it is killed.
 const receiverStopGrace = 10 * time.Second
 
-// recvTimeout bounds the receiver's wait for one message.
+// recvTimeout bounds the wait for one message, or one acknowledgement.
 const recvTimeout = 30 * time.Second
 
 // request is one cell the parent asks the receiver process to serve.
 type request struct {
+	Mode      Mode   `json:"mode"`
 	Transport string `json:"transport"`
 	Scope     string `json:"scope"`
 	RingBytes int    `json:"ring_bytes"`
@@ -43,13 +44,20 @@ type request struct {
 	Run       int    `json:"run"`
 	Messages  int    `json:"messages"`
 	Size      int    `json:"size"` // uds: bytes per message
+	// Stream: the warm-up's messages, and how many messages one
+	// acknowledgement covers.
+	Warmup int `json:"warmup,omitempty"`
+	Ack    int `json:"ack,omitempty"`
+	// Fanout: what the Messages waiters block in, and how long they are
+	// measured idle.
+	WaitIn string        `json:"wait_in,omitempty"`
+	Idle   time.Duration `json:"idle,omitempty"`
 }
 
 // receiver is the parent's view of the receiver process.
 type receiver struct {
 	child *reexec.Child
 	sock  *os.File // this end of the uds baseline's socket pair
-	frame []byte
 }
 
 func startReceiver() (*receiver, error) {
@@ -75,28 +83,51 @@ func (p *receiver) request(r request) error {
 	return nil
 }
 
-// arrival reads the receiver's next line: the time a message arrived, or
-// its error.
-func (p *receiver) arrival(ctx context.Context) (time.Duration, error) {
+// numbers reads the receiver's next line: n integers, or its error.
+func (p *receiver) numbers(ctx context.Context, n int) ([]int64, error) {
 	line, err := p.child.Line(ctx)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return 0, ctx.Err()
+		return nil, ctx.Err()
 	case err != nil:
-		return 0, errors.New("receiver process ended early")
+		return nil, errors.New("receiver process ended early")
 	}
-	ns, err := strconv.ParseInt(line, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("receiver: %s", line)
+	fields := strings.Fields(line)
+	out := make([]int64, len(fields))
+	for i, f := range fields {
+		if out[i], err = strconv.ParseInt(f, 10, 64); err != nil {
+			break
+		}
 	}
-	return time.Duration(ns), nil
+	if err != nil || len(out) != n {
+		return nil, fmt.Errorf("receiver: %s", line)
+	}
+	return out, nil
 }
 
-// sendUDS writes one length-prefixed message to the baseline socket.
-func (p *receiver) sendUDS(b []byte) error {
-	p.frame = binary.LittleEndian.AppendUint64(p.frame[:0], uint64(len(b)))
-	p.frame = append(p.frame, b...)
-	_, err := p.sock.Write(p.frame)
+// numbersWithin is numbers, failing after timeout.
+func (p *receiver) numbersWithin(ctx context.Context, timeout time.Duration, n int) ([]int64, error) {
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v, err := p.numbers(tctx, n)
+	if err != nil && ctx.Err() == nil && tctx.Err() != nil {
+		err = fmt.Errorf("receiver: nothing heard within %v", timeout)
+	}
+	return v, err
+}
+
+// arrival reads the receiver's next line: the time a message arrived.
+func (p *receiver) arrival(ctx context.Context) (time.Duration, error) {
+	v, err := p.numbers(ctx, 1)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(v[0]), nil
+}
+
+// sendUDS writes one framed message to the baseline socket.
+func (p *receiver) sendUDS(frame []byte) error {
+	_, err := p.sock.Write(frame)
 	return err
 }
 
@@ -120,8 +151,20 @@ func (p *receiver) stop() {
 	p.child.Stop(receiverStopGrace)
 }
 
+// say writes one line of integers to the parent.
+func say(v ...int64) error {
+	var b []byte
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, x, 10)
+	}
+	return reexec.WriteLine(string(b))
+}
+
 // serveReceiver is the receiver process: it serves the parent's requests
-// from stdin until end of file, reporting each arrival time on stdout.
+// from stdin until end of file.
 func serveReceiver(ctx context.Context, _ []string) int {
 	sock := os.NewFile(3, "bench-uds")
 	conns := map[string]*connector.SHM{}
@@ -159,20 +202,56 @@ func serveReceiver(ctx context.Context, _ []string) int {
 		if cap(buf) < req.Size {
 			buf = make([]byte, req.Size)
 		}
-		for i := range req.Messages {
-			if conn != nil {
-				rctx, cancel := context.WithTimeout(ctx, recvTimeout)
-				_, _, err := conn.Recv(rctx, benchFrom, key(req.KeyPrefix, req.Run, i))
-				cancel()
-				if err != nil {
-					return fail(err)
-				}
-			} else if err := readUDS(sock, buf[:req.Size]); err != nil {
-				return fail(err)
-			}
-			if err := reexec.WriteLine(strconv.FormatInt(int64(hostclock.Now()), 10)); err != nil {
-				return 1
-			}
+		in := incoming{conn: conn, sock: sock, buf: buf[:req.Size], req: req}
+		switch req.Mode {
+		case Stream:
+			err = serveStream(ctx, in)
+		case Fanout:
+			err = serveFanout(ctx, conn, req)
+		default:
+			err = serveLatency(ctx, in)
+		}
+		if err != nil {
+			return fail(err)
 		}
 	}
+}
+
+// incoming is where a latency or stream request's messages arrive: a
+// connector, or the socket into buf.
+type incoming struct {
+	conn *connector.SHM // nil for uds
+	sock *os.File
+	buf  []byte
+	req  request
+}
+
+// next receives message i; ctx bounds a connector's wait.
+func (in incoming) next(ctx context.Context, i int) error {
+	if in.conn != nil {
+		_, _, err := in.conn.Recv(ctx, benchFrom, key(in.req.KeyPrefix, in.req.Run, i))
+		return err
+	}
+	seq, err := readUDS(in.sock, in.buf)
+	if err == nil && seq != i {
+		err = fmt.Errorf("uds message %d arrived where %d was due", seq, i)
+	}
+	return err
+}
+
+// serveLatency receives a latency cell's messages, reporting each arrival's
+// host-wide monotonic time in nanoseconds.
+func serveLatency(ctx context.Context, in incoming) error {
+	for i := range in.req.Messages {
+		rctx, cancel := context.WithTimeout(ctx, recvTimeout)
+		err := in.next(rctx, i)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if err := say(int64(hostclock.Now())); err != nil {
+			return err
+		}
+	}
+	return nil
 }

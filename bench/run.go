@@ -13,107 +13,192 @@ import (
 // Bench edges: numeric stage ids, so the ring and wakeups are used.
 const benchFrom, benchTo = "0", "1"
 
-// mode is one way of measuring. Run times every (transport, payload) cell
-// of a plan with its mode's cell function; a new mode is one more entry in
-// modes (and modeOrder), with a request field of its own should its
-// receiver serve a cell differently.
+// mode is one way of measuring. Run measures every (transport, payload)
+// cell of a plan with its mode's cell function, which adds what it
+// measured to the report; a new mode is one more entry in modes (and
+// modeOrder), with a request mode of its own should its receiver serve a
+// cell differently.
 type mode struct {
 	// receiver: the mode needs the receiver process (receiver.go), started
-	// once for the whole run.
-	receiver bool
-	// cell measures one transport and payload.
-	cell func(r *runner, c *cell) (Result, error)
-	// finish completes the results once every cell is measured.
-	finish func([]Result)
+	// once for the whole run, or with freshReceiver anew for every cell:
+	// Go keeps the OS threads it started, so a cell's thread count would
+	// include those an earlier cell needed.
+	receiver, freshReceiver bool
+	// transports are those the mode can time, and a plan's default.
+	transports []string
+	// sizes are the tensor sizes of a plan without payloads.
+	sizes []int
+	// flock: the report carries the flock floor, measured first; memcpy:
+	// a memcpy row per payload follows the transports' rows.
+	flock, memcpy bool
+	// cell measures one transport and payload (and kind of waiter).
+	cell func(r *runner, c *cell) error
+	// finish completes the report once everything is measured.
+	finish func(*Report)
 }
 
 var modes = map[Mode]mode{
-	Latency: {receiver: true, cell: timeLatency, finish: func(rs []Result) { CompareToUDS(rs, UDS) }},
-	Pair:    {cell: timePair},
+	Latency: {receiver: true, transports: Transports(), sizes: defaultSizes, memcpy: true, cell: timeLatency,
+		finish: func(r *Report) { CompareToUDS(r.measured(), UDS) }},
+	Pair: {transports: Transports(), sizes: defaultSizes, flock: true, memcpy: true, cell: timePair,
+		finish: compareToFloor},
+	Stream: {receiver: true, transports: Transports(), sizes: defaultSizes, memcpy: true, cell: timeStream,
+		finish: func(r *Report) { compareRates(r.measured(), UDS) }},
+	Fanout: {receiver: true, freshReceiver: true, transports: []string{Ring, PerKey}, sizes: []int{512}, flock: true, cell: timeFanout,
+		finish: fanoutInFlockPairs},
 }
 
-var modeOrder = []Mode{Latency, Pair}
+var modeOrder = []Mode{Latency, Pair, Stream, Fanout}
 
 // runner is one Run under way.
 type runner struct {
 	ctx         context.Context
 	plan        Plan
+	mode        mode
 	forms       [][]byte  // msgpack form of each payload
 	peer        *receiver // the receiver process, for modes that have one
-	run         int       // cells measured so far: each has keys of its own
-	done, total int       // messages sent so far, of the plan
+	report      Report
+	run         int // cells measured so far: each has keys of its own
+	done, total int // messages sent so far, of the plan
 }
 
-// cell is one (transport, payload) measurement.
+// cell is one (transport, payload, kind of waiter) measurement.
 type cell struct {
 	transport string
+	waitIn    string // fanout only
 	payload   Payload
 	form      []byte         // the payload's msgpack form
 	run       int            // names the cell's keys
-	conn      *connector.SHM // nil for uds
+	conn      *connector.SHM // nil for uds and memcpy
+	count     int            // timed messages
+	warmup    int            // untimed ones before them
 }
 
 // Run measures plan and returns the report (the caller's), in plan order
-// (transports outer, payloads inner). A mode with a receiver runs it as a
-// child process of this same executable (package internal/reexec), which
-// has the role because it links this package. When ctx ends, Run stops
-// the receiver and returns what it measured so far with ctx's error.
+// (transports outer, payloads inner, the memcpy rows last). A mode with a
+// receiver runs it as a child process of this same executable (package
+// internal/reexec), which has the role because it links this package.
+// When ctx ends, Run stops the receiver and returns what it measured so
+// far with ctx's error.
 func Run(ctx context.Context, plan Plan) (Report, error) {
 	plan, forms, err := plan.resolve()
 	if err != nil {
 		return Report{}, err
 	}
-	m := modes[plan.Mode]
-	r := &runner{ctx: ctx, plan: plan, forms: forms,
-		total: len(plan.Payloads) * len(plan.Transports) * (plan.Count + plan.Warmup)}
-	if m.receiver {
+	r := &runner{ctx: ctx, plan: plan, mode: modes[plan.Mode], forms: forms, report: Report{Mode: string(plan.Mode)}}
+	for _, c := range r.cells() {
+		r.total += c.warmup + c.count
+	}
+	if r.mode.receiver && !r.mode.freshReceiver {
 		if r.peer, err = startReceiver(); err != nil {
 			return Report{}, err
 		}
 		defer r.peer.stop()
 	}
-	report := Report{Mode: string(plan.Mode)}
-	for _, transport := range plan.Transports {
-		results, err := r.transport(m, transport)
-		report.Results = append(report.Results, results...)
-		if err != nil {
-			return report, err
-		}
+	if err := r.measure(); err != nil {
+		return r.report, err
 	}
-	if m.finish != nil {
-		m.finish(report.Results)
+	if r.mode.finish != nil {
+		r.mode.finish(&r.report)
 	}
 	if r.peer != nil {
-		return report, r.peer.finish(ctx)
+		return r.report, r.peer.finish(ctx)
 	}
-	return report, nil
+	return r.report, nil
 }
 
-// transport measures every payload through one transport, on one
-// connector.
-func (r *runner) transport(m mode, transport string) ([]Result, error) {
-	var conn *connector.SHM
-	if transport != UDS {
-		var err error
-		if conn, err = open(r.plan.Scope, r.plan.RingBytes, transport, ""); err != nil {
-			return nil, err
-		}
-		defer conn.Close()
+// cells lists the plan's cells in the order they are measured, without
+// connectors.
+func (r *runner) cells() []*cell {
+	waitIn := r.plan.WaitIn
+	if r.plan.Mode != Fanout {
+		waitIn = []string{""}
 	}
-	var out []Result
-	for i, p := range r.plan.Payloads {
-		r.run++
-		c := &cell{transport: transport, payload: p, form: r.forms[i], run: r.run, conn: conn}
-		res, err := m.cell(r, c)
+	var out []*cell
+	add := func(transport, wait string, i int) {
+		c := &cell{transport: transport, waitIn: wait, payload: r.plan.Payloads[i], form: r.forms[i]}
+		if r.plan.Mode == Fanout {
+			c.count = r.plan.Waiters // one delivery each, nothing to warm up
+		} else {
+			c.count = r.plan.count(c.payload.Size)
+			c.warmup = r.plan.warmup(c.count)
+		}
+		out = append(out, c)
+	}
+	for _, t := range r.plan.Transports {
+		for _, w := range waitIn {
+			for i := range r.plan.Payloads {
+				add(t, w, i)
+			}
+		}
+	}
+	if r.mode.memcpy {
+		for i := range r.plan.Payloads {
+			add(Memcpy, "", i)
+		}
+	}
+	return out
+}
+
+// measure measures every cell into r.report, after the flock floor when
+// the mode has one. A connector serves every cell of its transport.
+func (r *runner) measure() error {
+	if r.mode.flock {
+		f, err := r.flockFloor()
 		if err != nil {
-			return out, err
+			return err
 		}
-		out = append(out, res)
-		if r.plan.Progress != nil {
-			r.plan.Progress(Progress{Transport: transport, Size: p.Size, Done: r.done, Total: r.total, Result: &res})
+		r.report.Flock = &f
+	}
+	conns := map[string]*connector.SHM{}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for _, c := range r.cells() {
+		r.run++
+		c.run = r.run
+		measure := r.mode.cell
+		switch c.transport {
+		case Memcpy:
+			measure = timeMemcpy
+		case UDS:
+		default:
+			if c.conn = conns[c.transport]; c.conn == nil {
+				conn, err := open(r.plan.Scope, r.plan.RingBytes, c.transport, "")
+				if err != nil {
+					return err
+				}
+				conns[c.transport], c.conn = conn, conn
+			}
+		}
+		var err error
+		if r.mode.freshReceiver {
+			err = r.withReceiver(func() error { return measure(r, c) })
+		} else {
+			err = measure(r, c)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// withReceiver runs f with a receiver process of its own.
+func (r *runner) withReceiver(f func() error) error {
+	peer, err := startReceiver()
+	if err != nil {
+		return err
+	}
+	r.peer = peer
+	defer func() { r.peer = nil }()
+	if err := f(); err != nil {
+		peer.stop()
+		return err
+	}
+	return peer.finish(r.ctx)
 }
 
 // open opens a connector for a bench transport as stage (the producer:
@@ -132,61 +217,86 @@ func key(prefix string, run, i int) string {
 	return prefix + strconv.Itoa(run) + "_" + strconv.Itoa(i)
 }
 
+// step reports one more message of c sent.
+func (r *runner) step(c *cell) {
+	r.done++
+	if r.plan.Progress != nil {
+		r.plan.Progress(Progress{Transport: c.transport, WaitIn: c.waitIn, Size: c.payload.Size, Done: r.done, Total: r.total})
+	}
+}
+
+// add adds a cell's result to the report and reports it.
+func (r *runner) add(c *cell, res Result) {
+	r.report.Results = append(r.report.Results, res)
+	if r.plan.Progress != nil {
+		r.plan.Progress(Progress{Transport: c.transport, Size: c.payload.Size, Done: r.done, Total: r.total, Result: &res})
+	}
+}
+
+// carried names a ring cell's result for what carried its puts since
+// before, from the connector's Health counters: ring, ring->perkey (every
+// put went per-key) or ring+perkey; it returns the name and the number of
+// puts that went per-key.
+func (c *cell) carried(before connector.Health) (string, int) {
+	if c.conn == nil || c.transport != Ring {
+		return c.transport, 0
+	}
+	after := c.conn.Health()
+	fallbacks := int(after.HostRingFallbacks - before.HostRingFallbacks)
+	switch ring := after.HostRingPuts - before.HostRingPuts; {
+	case fallbacks > 0 && ring == 0:
+		return Ring + "->" + PerKey, fallbacks
+	case fallbacks > 0:
+		return Ring + "+" + PerKey, fallbacks
+	}
+	return Ring, 0
+}
+
+// health is the cell's connector's counters, zero without one.
+func (c *cell) health() connector.Health {
+	if c.conn == nil {
+		return connector.Health{}
+	}
+	return c.conn.Health()
+}
+
 // timeEach sends a cell's warm-up and timed messages one at a time through
-// send, which returns each message's latency, and summarizes the timed
-// ones. The result is named for what carried the timed puts, from the
-// connector's Health counters.
-func (r *runner) timeEach(c *cell, send func(i int) (time.Duration, error)) (Result, error) {
+// send, which returns each message's latency, and adds the summary of the
+// timed ones to the report.
+func (r *runner) timeEach(c *cell, send func(i int) (time.Duration, error)) error {
 	var before connector.Health
-	lat := make([]time.Duration, 0, r.plan.Count)
-	for i := range r.plan.Warmup + r.plan.Count {
-		if i == r.plan.Warmup && c.conn != nil {
-			before = c.conn.Health()
+	lat := make([]time.Duration, 0, c.count)
+	for i := range c.warmup + c.count {
+		if i == c.warmup {
+			before = c.health()
 		}
 		if err := r.ctx.Err(); err != nil {
-			return Result{}, err
+			return err
 		}
 		d, err := send(i)
 		if err != nil {
-			return Result{}, err
+			return err
 		}
-		if i >= r.plan.Warmup {
+		if i >= c.warmup {
 			lat = append(lat, d)
 		}
-		r.done++
-		if r.plan.Progress != nil {
-			r.plan.Progress(Progress{Transport: c.transport, Size: c.payload.Size, Done: r.done, Total: r.total})
-		}
+		r.step(c)
 	}
 	res := Summarize(c.transport, c.payload.Size, lat)
-	if c.conn != nil && c.transport == Ring {
-		after := c.conn.Health()
-		res.Fallbacks = int(after.HostRingFallbacks - before.HostRingFallbacks)
-		switch ring := after.HostRingPuts - before.HostRingPuts; {
-		case res.Fallbacks > 0 && ring == 0:
-			res.Transport = Ring + "->" + PerKey
-		case res.Fallbacks > 0:
-			res.Transport = Ring + "+" + PerKey
-		}
-	}
-	return res, nil
+	res.Transport, res.Fallbacks = c.carried(before)
+	r.add(c, res)
+	return nil
 }
 
 // timeLatency is a latency cell: this process puts (or writes the socket),
 // the receiver process stamps each arrival.
-func timeLatency(r *runner, c *cell) (Result, error) {
-	err := r.peer.request(request{Transport: c.transport, Scope: r.plan.Scope, RingBytes: r.plan.RingBytes,
-		KeyPrefix: r.plan.KeyPrefix, Run: c.run, Messages: r.plan.Warmup + r.plan.Count, Size: len(c.form)})
+func timeLatency(r *runner, c *cell) error {
+	err := r.peer.request(request{Mode: Latency, Transport: c.transport, Scope: r.plan.Scope, RingBytes: r.plan.RingBytes,
+		KeyPrefix: r.plan.KeyPrefix, Run: c.run, Messages: c.warmup + c.count, Size: len(c.form)})
 	if err != nil {
-		return Result{}, err
+		return err
 	}
-	send := func(int) error { return r.peer.sendUDS(c.form) }
-	if c.conn != nil {
-		send = func(i int) error {
-			_, _, err := c.conn.Put(benchFrom, benchTo, key(r.plan.KeyPrefix, c.run, i), c.payload.Value)
-			return err
-		}
-	}
+	send := r.sender(c)
 	return r.timeEach(c, func(i int) (time.Duration, error) {
 		t0 := hostclock.Now()
 		if err := send(i); err != nil {
@@ -197,18 +307,34 @@ func timeLatency(r *runner, c *cell) (Result, error) {
 	})
 }
 
+// sender returns what sends message i of a cell to the receiver process:
+// a put, or a write of the socket from a frame built once (no per-message
+// copy is timed).
+func (r *runner) sender(c *cell) func(i int) error {
+	if c.conn == nil {
+		frame := newUDSFrame(c.form)
+		return func(i int) error { return r.peer.sendUDS(frame.stamp(i)) }
+	}
+	return func(i int) error {
+		_, _, err := c.conn.Put(benchFrom, benchTo, key(r.plan.KeyPrefix, c.run, i), c.payload.Value)
+		return err
+	}
+}
+
 // timePair is a pair cell: put then get in this process, or one round
 // through a socket pair.
-func timePair(r *runner, c *cell) (Result, error) {
+func timePair(r *runner, c *cell) error {
 	if c.conn == nil {
 		loop, err := newUDSLoop(len(c.form))
 		if err != nil {
-			return Result{}, err
+			return err
 		}
 		defer loop.close()
-		return r.timeEach(c, func(int) (time.Duration, error) {
+		frame := newUDSFrame(c.form)
+		return r.timeEach(c, func(i int) (time.Duration, error) {
+			b := frame.stamp(i)
 			t0 := hostclock.Now()
-			err := loop.roundTrip(c.form)
+			err := loop.roundTrip(b)
 			return hostclock.Now() - t0, err
 		})
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"omnishm/internal/shmtest"
 )
@@ -39,7 +41,7 @@ func TestRunPair(t *testing.T) {
 			return
 		}
 		calls++
-		if pr.Done != calls || pr.Total != 2*2*(4+4) {
+		if pr.Done != calls || pr.Total != 3*2*(4+4) {
 			t.Errorf("progress %+v after %d messages", pr, calls)
 		}
 	}
@@ -47,19 +49,27 @@ func TestRunPair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"ring", "ring->perkey", "uds", "uds"}; !slices.Equal(transports(r.Results), want) || r.Mode != "pair" {
+	if want := []string{"ring", "ring->perkey", "uds", "uds", "memcpy", "memcpy"}; !slices.Equal(transports(r.Results), want) || r.Mode != "pair" {
 		t.Fatalf("report %+v, want transports %v", r, want)
 	}
 	if r.Results[0].Fallbacks != 0 || r.Results[1].Fallbacks != 4 {
 		t.Errorf("fallbacks %d, %d; want 0, 4", r.Results[0].Fallbacks, r.Results[1].Fallbacks)
 	}
-	for _, x := range r.Results {
-		if x.Count != 4 || x.P50Us <= 0 || x.VsUDS != nil {
-			t.Errorf("result %+v", x)
+	if r.Flock == nil || r.Flock.Transport != Flock || r.Flock.Count != 4 || r.Flock.P50Us <= 0 {
+		t.Fatalf("flock floor %+v", r.Flock)
+	}
+	for i, x := range r.Results {
+		floor := x.Transport == Memcpy
+		if x.Count != 4 || x.P50Us <= 0 || x.VsUDS != nil || (x.FlockRatio == nil) != floor || (x.FloorRatio == nil) != floor {
+			t.Errorf("result %d %+v", i, x)
+			continue
+		}
+		if !floor && (*x.FlockRatio != x.P50Us/r.Flock.P50Us || *x.FloorRatio >= *x.FlockRatio) {
+			t.Errorf("result %d ratios %v, %v", i, *x.FlockRatio, *x.FloorRatio)
 		}
 	}
-	if calls != 32 || results != 4 {
-		t.Errorf("%d progress calls and %d results, want 32 and 4", calls, results)
+	if calls != 48 || results != 6 {
+		t.Errorf("%d progress calls and %d results, want 48 and 6", calls, results)
 	}
 }
 
@@ -68,45 +78,218 @@ func TestRunLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"ring", "ring", "perkey", "perkey", "uds", "uds"}; !slices.Equal(transports(r.Results), want) {
+	if want := []string{"ring", "ring", "perkey", "perkey", "uds", "uds", "memcpy", "memcpy"}; !slices.Equal(transports(r.Results), want) {
 		t.Fatalf("transports %v, want %v", transports(r.Results), want)
 	}
 	for _, x := range r.Results {
+		if x.Transport == Memcpy {
+			if x.VsUDS != nil || x.Count != 3 {
+				t.Errorf("floor row %+v", x)
+			}
+			continue
+		}
 		if x.Count != 3 || x.VsUDS == nil || *x.VsUDS <= 0 || (x.Transport == UDS && *x.VsUDS != 1) {
 			t.Errorf("result %+v", x)
 		}
+	}
+	if r.Flock != nil || r.Fanout != nil {
+		t.Errorf("latency report with a flock floor or fanout: %+v", r)
+	}
+}
+
+// TestRunStream streams a few hundred messages per cell through the
+// receiver process, with a window small enough to be waited on; Run fails
+// unless every message arrived exactly once.
+func TestRunStream(t *testing.T) {
+	p := plan(t, Stream, 300, Ring, PerKey, UDS)
+	p.Window = 16
+	r, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ring", "ring", "perkey", "perkey", "uds", "uds", "memcpy", "memcpy"}
+	if !slices.Equal(transports(r.Results), want) || r.Mode != "stream" {
+		t.Fatalf("transports %v, want %v", transports(r.Results), want)
+	}
+	for _, x := range r.Results {
+		if x.Transport == Memcpy {
+			if x.Window != 0 || x.VsUDS != nil {
+				t.Errorf("floor row %+v", x)
+			}
+			continue
+		}
+		if x.Count != 300 || x.Window != 16 || x.MsgsPerS <= 0 || x.BytesPerS != x.MsgsPerS*float64(x.Size) ||
+			x.P50Us <= 0 || x.P99Us < x.P50Us || x.VsUDS == nil || (x.Transport == UDS && *x.VsUDS != 1) {
+			t.Errorf("result %+v", x)
+		}
+	}
+}
+
+// TestRunLarge: 16 MiB payloads stream and time one by one; with the
+// largest ring they still go per-key (over a quarter of it), and the
+// report says so.
+func TestRunLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves a few hundred MiB")
+	}
+	payloads, err := TensorPayloads([]int{16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []Mode{Stream, Latency} {
+		p := Plan{Mode: mode, Payloads: payloads, Transports: []string{Ring, UDS}, Count: 3, Warmup: 1,
+			RingBytes: 64 << 20, Scope: shmtest.Scope(t), KeyPrefix: shmtest.Key("bench") + "_"}
+		r, err := Run(context.Background(), p)
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		if want := []string{"ring->perkey", "uds", "memcpy"}; !slices.Equal(transports(r.Results), want) {
+			t.Errorf("%s: transports %v, want %v", mode, transports(r.Results), want)
+		}
+		if mode == Stream && r.Results[0].Window != 4 { // 64 MiB in flight at most
+			t.Errorf("stream window %d, want 4", r.Results[0].Window)
+		}
+	}
+}
+
+// TestRunFanout blocks a few waiters of each kind on each transport in
+// the receiver process and delivers to them one by one.
+func TestRunFanout(t *testing.T) {
+	payloads, err := TensorPayloads([]int{512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Plan{Mode: Fanout, Payloads: payloads, Waiters: 4, Idle: 20 * time.Millisecond,
+		Scope: shmtest.Scope(t), KeyPrefix: shmtest.Key("bench") + "_"}
+	var done int
+	p.Progress = func(pr Progress) {
+		if pr.Fanout == nil {
+			done++
+		}
+		if pr.Total != 2*2*4 || pr.WaitIn == "" {
+			t.Errorf("progress %+v", pr)
+		}
+	}
+	r, err := Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct{ transport, waitIn string }
+	var got []row
+	for _, x := range r.Fanout {
+		got = append(got, row{x.Transport, x.WaitIn})
+		if x.Waiters != 4 || x.Size != 512 || x.IdleS <= 0 || x.IdleCPUPct < 0 || x.Threads < 1 || x.CPUPerMsgUs < 0 || x.FlockPairs == nil {
+			t.Errorf("fanout %+v", x)
+		}
+	}
+	want := []row{{"ring", "recv"}, {"ring", "reader"}, {"perkey", "recv"}, {"perkey", "reader"}}
+	if !slices.Equal(got, want) || len(r.Results) != 0 || r.Flock == nil || done != 16 {
+		t.Fatalf("fanout rows %v, want %v; results %v, flock %v, %d deliveries", got, want, r.Results, r.Flock, done)
 	}
 }
 
 // TestRunInterrupted: a run whose context ends stops its receiver process,
 // which cleans up (Main checks the scope is empty), and returns ctx's error.
 func TestRunInterrupted(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p := plan(t, Latency, 1000000, Ring)
-	p.Progress = func(pr Progress) {
-		if pr.Done == 5 {
-			cancel()
+	fanout := plan(t, Fanout, 0, Ring)
+	fanout.Waiters, fanout.Idle = 50, time.Millisecond
+	for _, p := range []Plan{plan(t, Latency, 1000000, Ring), plan(t, Stream, 1000000, Ring), fanout} {
+		ctx, cancel := context.WithCancel(context.Background())
+		p.Progress = func(pr Progress) {
+			if pr.Done == 5 {
+				cancel()
+			}
 		}
-	}
-	if _, err := Run(ctx, p); !errors.Is(err, context.Canceled) {
-		t.Fatalf("interrupted run: %v", err)
+		if _, err := Run(ctx, p); !errors.Is(err, context.Canceled) {
+			t.Errorf("interrupted %s run: %v", p.Mode, err)
+		}
+		cancel()
 	}
 }
 
 func TestRunBadPlan(t *testing.T) {
-	for name, p := range map[string]Plan{
-		"mode":          {Mode: "burst"},
-		"transport":     {Transports: []string{"tcp"}},
-		"twice":         {Transports: []string{Ring, Ring}},
-		"count":         {Count: -1},
-		"payload value": {Payloads: []Payload{{Value: make(chan int)}}},
+	for _, tc := range []struct {
+		name string
+		plan Plan
+		want string
+	}{
+		{"mode", Plan{Mode: "burst"}, `unknown mode "burst"`},
+		{"transport", Plan{Transports: []string{"tcp"}}, `unknown transport "tcp"`},
+		{"twice", Plan{Transports: []string{Ring, Ring}}, `"ring" given twice`},
+		{"count", Plan{Count: -1}, "count -1"},
+		{"payload value", Plan{Payloads: []Payload{{Value: make(chan int)}}}, "payload 0"},
+		{"window", Plan{Mode: Stream, Window: -1}, "window -1"},
+		{"window outside stream", Plan{Mode: Pair, Window: 8}, "a window is for stream mode"},
+		{"waiters", Plan{Mode: Fanout, Waiters: -1}, "-1 waiters"},
+		{"too many waiters", Plan{Mode: Fanout, Waiters: maxWaiters + 1}, "10001 waiters"},
+		{"waiters outside fanout", Plan{Waiters: 3}, "waiters is for fanout mode"},
+		{"wait-in outside fanout", Plan{Mode: Stream, WaitIn: []string{WaitRecv}}, "wait-in is for fanout mode"},
+		{"idle outside fanout", Plan{Idle: time.Second}, "an idle window is for fanout mode"},
+		{"idle", Plan{Mode: Fanout, Idle: -time.Second}, "idle window -1s"},
+		{"fanout count", Plan{Mode: Fanout, Count: 10}, "no count"},
+		{"fanout uds", Plan{Mode: Fanout, Transports: []string{UDS}}, `fanout mode cannot time transport "uds"`},
+		{"wait-in", Plan{Mode: Fanout, WaitIn: []string{"poll"}}, `unknown wait-in "poll"`},
+		{"wait-in twice", Plan{Mode: Fanout, WaitIn: []string{WaitRecv, WaitRecv}}, `"recv" given twice`},
+		{"reader chunk", Plan{Mode: Fanout, Payloads: []Payload{{Value: int64(7)}}}, "chunks, which are maps"},
+		{"recv needs no map", Plan{Mode: Fanout, WaitIn: []string{WaitRecv}, Payloads: []Payload{{Value: make(chan int)}}}, "payload 0"},
 	} {
-		if _, err := Run(context.Background(), p); !errors.Is(err, ErrPlan) {
-			t.Errorf("%s: %v, want ErrPlan", name, err)
+		_, err := Run(context.Background(), tc.plan)
+		if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrPlan saying %q", tc.name, err, tc.want)
 		}
 	}
 	if _, err := TensorPayloads([]int{3}); err == nil {
 		t.Error("a 3-byte float32 tensor")
+	}
+}
+
+// TestPlanDefaults: what a plan's zero fields become, per mode.
+func TestPlanDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		plan       Plan
+		transports []string
+		sizes      []int
+		counts     []int
+	}{
+		{Plan{}, Transports(), defaultSizes, []int{1000, 1000, 1000, 1000}},
+		{Plan{Mode: Stream}, Transports(), defaultSizes, []int{20000, 20000, 4096, 256}},
+		{Plan{Mode: Stream, Count: 7}, Transports(), defaultSizes, []int{7, 7, 7, 7}},
+		{Plan{Mode: Fanout}, []string{Ring, PerKey}, []int{512}, []int{defaultWaiters}},
+	} {
+		p, forms, err := tc.plan.resolve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runner{plan: p, mode: modes[p.Mode], forms: forms}
+		var sizes, counts []int
+		for _, c := range r.cells()[:len(p.Payloads)] {
+			sizes, counts = append(sizes, c.payload.Size), append(counts, c.count)
+		}
+		if !slices.Equal(p.Transports, tc.transports) || !slices.Equal(sizes, tc.sizes) || !slices.Equal(counts, tc.counts) {
+			t.Errorf("%s: transports %v, sizes %v, counts %v", p.Mode, p.Transports, sizes, counts)
+		}
+		if p.Mode == Fanout && (p.Idle != defaultIdle || !slices.Equal(p.WaitIn, WaitKinds())) {
+			t.Errorf("fanout defaults %+v", p)
+		}
+	}
+}
+
+func TestStreamWindow(t *testing.T) {
+	for _, tc := range []struct {
+		plan Plan
+		size int
+		want int
+	}{
+		{Plan{Window: 256, RingBytes: 4 << 20, Transports: Transports()}, 512, 256},
+		{Plan{Window: 256, RingBytes: 64 << 20, Transports: Transports()}, 1 << 20, 31},  // half the ring
+		{Plan{Window: 256, RingBytes: 64 << 20, Transports: []string{UDS}}, 1 << 20, 64}, // 64 MiB in flight
+		{Plan{Window: 256, RingBytes: 4 << 20, Transports: Transports()}, 1 << 20, 64},   // per-key: no ring bound
+		{Plan{Window: 256, RingBytes: 64 << 20, Transports: Transports()}, 16 << 20, 4},
+		{Plan{Window: 256, RingBytes: 4 << 20, Transports: Transports()}, 1 << 30, 1},
+		{Plan{Window: 3, RingBytes: 4 << 20, Transports: Transports()}, 512, 3},
+	} {
+		if got := tc.plan.window(tc.size); got != tc.want {
+			t.Errorf("window of %s over %v with a %s ring: %d, want %d", FormatSize(tc.size), tc.plan.Transports, FormatSize(tc.plan.RingBytes), got, tc.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,17 +11,62 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readUDS reads one length-prefixed message of len(buf) bytes.
-func readUDS(sock *os.File, buf []byte) error {
-	var hdr [8]byte
+// udsHeader is the uds baseline's framing before a message's bytes: its
+// length and its sequence number, little-endian uint64s.
+const udsHeader = 16
+
+// udsFrame is one message of the uds baseline as it goes on the socket,
+// built once per cell so that no per-message copy is timed: stamp sets the
+// sequence number in place.
+type udsFrame []byte
+
+func newUDSFrame(form []byte) udsFrame {
+	f := make(udsFrame, udsHeader+len(form))
+	binary.LittleEndian.PutUint64(f, uint64(len(form)))
+	copy(f[udsHeader:], form)
+	return f
+}
+
+// stamp sets the frame's sequence number and returns its bytes (the
+// frame's own memory).
+func (f udsFrame) stamp(seq int) []byte {
+	binary.LittleEndian.PutUint64(f[8:], uint64(seq))
+	return f
+}
+
+// readUDS reads one message of len(buf) bytes into buf and returns its
+// sequence number.
+func readUDS(sock *os.File, buf []byte) (int, error) {
+	var hdr [udsHeader]byte
 	if _, err := io.ReadFull(sock, hdr[:]); err != nil {
-		return err
+		return 0, err
 	}
 	if n := binary.LittleEndian.Uint64(hdr[:]); n != uint64(len(buf)) {
-		return fmt.Errorf("uds message of %d bytes, want %d", n, len(buf))
+		return 0, fmt.Errorf("uds message of %d bytes, want %d", n, len(buf))
 	}
 	_, err := io.ReadFull(sock, buf)
-	return err
+	return int(binary.LittleEndian.Uint64(hdr[8:])), err
+}
+
+// udsPending reports whether bytes wait to be read on sock, without
+// reading them or blocking.
+func udsPending(sock *os.File) (bool, error) {
+	raw, err := sock.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var n int
+	var perr error
+	if err := raw.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, perr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	}); err != nil {
+		return false, err
+	}
+	if errors.Is(perr, unix.EAGAIN) {
+		return false, nil
+	}
+	return n > 0, perr
 }
 
 // socketpair returns a connected stream socket pair, close-on-exec
@@ -42,7 +88,6 @@ func socketpair() ([2]int, error) {
 type udsLoop struct {
 	w, r *os.File
 	done chan error
-	buf  []byte
 }
 
 func newUDSLoop(size int) (*udsLoop, error) {
@@ -55,7 +100,7 @@ func newUDSLoop(size int) (*udsLoop, error) {
 		defer close(l.done)
 		buf := make([]byte, size)
 		for {
-			err := readUDS(l.r, buf)
+			_, err := readUDS(l.r, buf)
 			l.done <- err
 			if err != nil {
 				return
@@ -65,10 +110,9 @@ func newUDSLoop(size int) (*udsLoop, error) {
 	return l, nil
 }
 
-func (l *udsLoop) roundTrip(b []byte) error {
-	l.buf = binary.LittleEndian.AppendUint64(l.buf[:0], uint64(len(b)))
-	l.buf = append(l.buf, b...)
-	if _, err := l.w.Write(l.buf); err != nil {
+// roundTrip writes one framed message and waits until it was read.
+func (l *udsLoop) roundTrip(frame []byte) error {
+	if _, err := l.w.Write(frame); err != nil {
 		return err
 	}
 	return <-l.done

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,8 +18,9 @@ import (
 func init() {
 	register(command{
 		name: "bench",
-		usage: "[--mode latency|pair] [--sizes 512,4KiB,64KiB,1MiB | --payload FILE.json] [--count N]\n" +
-			"       [--transports ring,perkey,uds] [--ring-bytes N] [--scope S] [--json FILE] [--plot FILE.svg|FILE.png]",
+		usage: "[--mode latency|pair|stream|fanout] [--sizes 512,4KiB,64KiB,1MiB | --payload FILE.json] [--count N]\n" +
+			"       [--transports ring,perkey,uds] [--ring-bytes N] [--window N] [--waiters N] [--wait-in recv,reader]\n" +
+			"       [--idle DURATION] [--scope S] [--json FILE] [--plot FILE.svg|FILE.png]",
 		summary: "time put->get latency and rate per size and transport, against a Unix socket",
 		run:     runBench,
 	})
@@ -28,51 +30,72 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 	fs := inv.flags()
 	mode := fs.String("mode", "latency", "latency: put here, Recv in a receiver process woken by FIFOs; p50/p99 latency,\n"+
 		"msgs/s = 1e6/mean (one message in flight), vs uds = the Unix socket's p50 / this p50.\n"+
-		"pair: put then get in this process, mean µs per pair")
-	sizes := fs.String("sizes", "512,4KiB,64KiB,1MiB", "payload sizes, float32 tensors of that many bytes (a multiple of 4):\n"+
-		"512, 4KiB, 1MiB, 1GiB (binary) or 4KB, 1MB (decimal)")
+		"  omnishm bench --sizes 512,4KiB,64KiB --count 2000\n"+
+		"pair: put then get in this process, mean µs per pair; beside the floor measured in the\n"+
+		"same run: two uncontended flock pairs on a /dev/shm file (÷ flock) plus the memcpy row\n"+
+		"of the same size, two plain copies of the bytes (÷ floor).\n"+
+		"  omnishm bench --mode pair --sizes 512,64KiB,1MiB\n"+
+		"stream: put N messages with up to --window in flight, a receiver process drains them and\n"+
+		"checks each arrived exactly once; msgs/s and MB/s, vs uds = this rate / the socket's.\n"+
+		"  omnishm bench --mode stream --sizes 4KiB,1MiB,16MiB --ring-bytes 67108864\n"+
+		"fanout: a receiver process blocks --waiters goroutines on keys of their own; its idle\n"+
+		"CPU (% of one core) and OS threads, then its CPU per message as this process puts the\n"+
+		"keys one by one, also in flock pairs.\n"+
+		"  omnishm bench --mode fanout --waiters 1000\n"+
+		"latency, pair and stream end with a memcpy row per size (two plain copies of the bytes);\n"+
+		"pair and fanout print the flock floor below the table.")
+	sizes := fs.String("sizes", "", "payload sizes, float32 tensors of that many bytes (a multiple of 4):\n"+
+		"512, 4KiB, 1MiB, 16MiB (binary) or 4KB, 1MB (decimal) (default 512,4KiB,64KiB,1MiB; fanout 512)")
 	payloadFile := fs.String("payload", "", "time this one JSON-form payload (SPEC §10) instead of generated tensors")
-	count := fs.Int("count", 1000, "timed messages per size and transport (after a short warm-up)")
-	transports := fs.String("transports", "ring,perkey,uds", "comma-separated: ring, perkey, uds (the same msgpack bytes through a\n"+
+	count := fs.Int("count", 0, "timed messages per size and transport, after a short warm-up\n"+
+		"(default 1000; stream: 256 MiB worth, 100..20000; fanout: one per waiter)")
+	transports := fs.String("transports", "", "comma-separated: ring, perkey, uds (the same msgpack bytes through a\n"+
 		"socket). A frame over a quarter of the ring goes per-key: reported as ring->perkey\n"+
-		"(ring+perkey when mixed), from the connector's Health counters")
+		"(ring+perkey when mixed), from the connector's Health counters\n"+
+		"(default ring,perkey,uds; fanout ring,perkey)")
 	ringBytes := fs.Int("ring-bytes", ring.DefaultCapacity, "host ring capacity for the ring transport (4096..67108864)")
+	window := fs.Int("window", 0, "stream: messages in flight at most, lowered to fit half the ring and 64 MiB,\n"+
+		"the same for every transport of a size (default 256)")
+	waiters := fs.Int("waiters", 0, "fanout: goroutines blocked at once, one key each (default 50, at most 10000)")
+	waitIn := fs.String("wait-in", "", "fanout: what the waiters block in, comma-separated: recv (Recv), reader\n"+
+		"(stream.Reader.Next) (default recv,reader)")
+	idle := fs.Duration("idle", 0, "fanout: the measured idle window, after a quarter of it to settle (default 2s)")
 	jsonPath := fs.String("json", "", `also write the results as JSON to this file ("-": stdout, instead of the table)`)
 	scopeName := fs.String("scope", "", "wakeup scope of the run (default: a fresh one per run)")
-	plotPath := fs.String("plot", "", "draw p50 latency against size per transport into this .svg or .png file")
+	plotPath := fs.String("plot", "", "draw p50 latency (stream: MB/s) against size per transport into this .svg or .png file")
 	if code, ok := inv.parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return inv.usageError("unexpected arguments %q", fs.Args())
 	}
-	plan := bench.Plan{Mode: bench.Mode(*mode), Count: *count, RingBytes: *ringBytes, Scope: *scopeName}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	plan := bench.Plan{Mode: bench.Mode(*mode), Count: *count, RingBytes: *ringBytes, Window: *window,
+		Waiters: *waiters, Idle: *idle, Scope: *scopeName}
 	switch {
 	case !slices.Contains(bench.Modes(), plan.Mode):
-		return inv.usageError("--mode %q: want latency or pair", *mode)
-	case *count < 1:
+		return inv.usageError("--mode %q: want one of %v", *mode, bench.Modes())
+	case set["count"] && *count < 1:
 		return inv.usageError("--count %d: want at least 1", *count)
 	case *ringBytes == 0 || ring.CheckCapacity(*ringBytes) != nil:
 		return inv.usageError("--ring-bytes %d: want 4096..67108864 (use --transports perkey for no ring)", *ringBytes)
+	case *plotPath != "" && plan.Mode == bench.Fanout:
+		return inv.usageError("--plot: fanout has no figure per size to plot")
 	}
 	if *plotPath != "" {
 		if err := bench.CheckPlotPath(*plotPath); err != nil {
 			return inv.usageError("--plot: %v", err)
 		}
 	}
-	for _, t := range strings.Split(*transports, ",") {
-		switch {
-		case !slices.Contains(bench.Transports(), t):
-			return inv.usageError("--transports: unknown transport %q (want ring, perkey, uds)", t)
-		case slices.Contains(plan.Transports, t):
-			return inv.usageError("--transports: %q given twice", t)
-		}
-		plan.Transports = append(plan.Transports, t)
+	if *transports != "" {
+		plan.Transports = strings.Split(*transports, ",")
 	}
-	sizesSet := false
-	fs.Visit(func(f *flag.Flag) { sizesSet = sizesSet || f.Name == "sizes" })
+	if *waitIn != "" {
+		plan.WaitIn = strings.Split(*waitIn, ",")
+	}
 	if *payloadFile != "" {
-		if sizesSet {
+		if set["sizes"] {
 			return inv.usageError("--sizes and --payload exclude each other")
 		}
 		v, err := readPayloadFile(*payloadFile)
@@ -80,7 +103,7 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 			return inv.fail(err)
 		}
 		plan.Payloads = []bench.Payload{{Value: v}} // reported under its msgpack size
-	} else {
+	} else if *sizes != "" {
 		list, err := bench.ParseSizes(*sizes)
 		if err != nil {
 			return inv.usageError("--sizes: %v", err)
@@ -92,20 +115,22 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 
 	progress := newBenchProgress(inv.err)
 	plan.Progress = func(p bench.Progress) {
-		if p.Result == nil {
+		if p.Result == nil && p.Fanout == nil {
 			progress.step(p)
-		} else if n := p.Result.Fallbacks; n > 0 {
+		} else if p.Result != nil && p.Result.Fallbacks > 0 {
 			fmt.Fprintf(inv.err, "omnishm bench: %s %s: %d of %d timed puts went per-key (frame over a quarter of the %d-byte ring)\n",
-				p.Transport, bench.FormatSize(p.Size), n, p.Result.Count, *ringBytes)
+				p.Transport, bench.FormatSize(p.Size), p.Result.Fallbacks, p.Result.Count, *ringBytes)
 		}
 	}
 	report, err := bench.Run(ctx, plan)
 	progress.finish()
-	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(inv.err, "omnishm bench: interrupted")
-			return exitInterrupted
-		}
+	switch {
+	case errors.Is(err, bench.ErrPlan):
+		return inv.usageError("%v", err)
+	case err != nil && ctx.Err() != nil:
+		fmt.Fprintln(inv.err, "omnishm bench: interrupted")
+		return exitInterrupted
+	case err != nil:
 		return inv.fail(err)
 	}
 	if *jsonPath != "-" {
@@ -168,6 +193,9 @@ func newBenchProgress(w io.Writer) *benchProgress {
 
 func (p *benchProgress) step(s bench.Progress) {
 	label := s.Transport + " " + bench.FormatSize(s.Size)
+	if s.WaitIn != "" {
+		label = s.Transport + " " + s.WaitIn + " " + bench.FormatSize(s.Size)
+	}
 	if !p.tty {
 		if label != p.label {
 			p.label = label

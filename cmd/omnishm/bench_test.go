@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,9 +14,22 @@ import (
 	"omnishm/scope"
 )
 
-// benchJSON runs bench with --json and returns the parsed results, checking
-// the exact shape scripts rely on.
-func benchJSON(t *testing.T, mode string, args ...string) []map[string]any {
+// benchReport is a parsed --json report.
+type benchReport struct {
+	Mode    string           `json:"mode"`
+	Results []map[string]any `json:"results"`
+	Flock   map[string]any   `json:"flock"`
+	Fanout  []map[string]any `json:"fanout"`
+}
+
+// resultKeys are the fields of every result; a mode's own follow them.
+var resultKeys = []string{"bytes_per_s", "count", "mean_us", "msgs_per_s", "p50_us", "p99_us", "size", "transport", "vs_uds"}
+
+// benchJSON runs bench with --json and returns the parsed report, checking
+// the exact shape scripts rely on: the top-level keys, and the keys of
+// every result (resultKeys, plus extra[transport] for the rows of that
+// transport, every row but memcpy's when the key is "*").
+func benchJSON(t *testing.T, mode string, top []string, extra map[string][]string, args ...string) benchReport {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bench.json")
 	r := omnishm(t, nil, append([]string{"bench", "--mode", mode, "--scope", opsScope(t), "--json", out}, args...)...)
@@ -26,37 +40,46 @@ func benchJSON(t *testing.T, mode string, args ...string) []map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var report struct {
-		Mode    string           `json:"mode"`
-		Results []map[string]any `json:"results"`
-	}
+	var report benchReport
 	if err := json.Unmarshal(b, &report); err != nil {
 		t.Fatalf("bench --json: %v\n%s", err, b)
 	}
-	var top map[string]any
-	json.Unmarshal(b, &top)
-	if len(top) != 2 || report.Mode != mode {
-		t.Fatalf("report %s", b)
+	var topMap map[string]any
+	json.Unmarshal(b, &topMap)
+	if got := sortedKeys(topMap); !slices.Equal(got, top) || report.Mode != mode {
+		t.Fatalf("report keys %v, want %v: %s", got, top, b)
 	}
-	want := []string{"bytes_per_s", "count", "mean_us", "msgs_per_s", "p50_us", "p99_us", "size", "transport", "vs_uds"}
 	for _, res := range report.Results {
-		var keys []string
-		for k := range res {
-			keys = append(keys, k)
+		want := slices.Clone(resultKeys)
+		if res["transport"] != "memcpy" {
+			want = append(want, extra["*"]...)
 		}
-		slices.Sort(keys)
-		if !slices.Equal(keys, want) {
-			t.Errorf("result keys %v, want %v", keys, want)
+		want = slices.Sorted(slices.Values(want))
+		if keys := sortedKeys(res); !slices.Equal(keys, want) {
+			t.Errorf("%v result keys %v, want %v", res["transport"], keys, want)
 		}
 		if res["p50_us"].(float64) <= 0 || res["msgs_per_s"].(float64) <= 0 || res["p99_us"].(float64) < res["p50_us"].(float64) {
 			t.Errorf("result %v", res)
 		}
 	}
-	if lines := strings.Count(string(r.stdout), "\n"); lines != len(report.Results)+1 {
-		t.Errorf("table has %d lines for %d results:\n%s", lines, len(report.Results), r.stdout)
+	if report.Flock != nil && !slices.Equal(sortedKeys(report.Flock), resultKeys) {
+		t.Errorf("flock keys %v", sortedKeys(report.Flock))
 	}
-	return report.Results
+	floorLine := 0
+	if report.Flock != nil {
+		floorLine = 1
+	}
+	rows := len(report.Results)
+	if mode == "fanout" {
+		rows = len(report.Fanout)
+	}
+	if lines := strings.Count(string(r.stdout), "\n"); lines != rows+1+floorLine {
+		t.Errorf("table has %d lines for %d rows:\n%s", lines, rows, r.stdout)
+	}
+	return report
 }
+
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 type benchRow struct {
 	transport string
@@ -73,12 +96,19 @@ func rows(results []map[string]any) []benchRow {
 
 func TestBenchLatency(t *testing.T) {
 	plot := filepath.Join(t.TempDir(), "lat.svg")
-	res := benchJSON(t, "latency", "--count", "3", "--sizes", "512,4KiB", "--transports", "ring,perkey,uds", "--plot", plot)
-	want := []benchRow{{"ring", 512}, {"ring", 4096}, {"perkey", 512}, {"perkey", 4096}, {"uds", 512}, {"uds", 4096}}
+	res := benchJSON(t, "latency", []string{"mode", "results"}, nil,
+		"--count", "3", "--sizes", "512,4KiB", "--transports", "ring,perkey,uds", "--plot", plot).Results
+	want := []benchRow{{"ring", 512}, {"ring", 4096}, {"perkey", 512}, {"perkey", 4096}, {"uds", 512}, {"uds", 4096}, {"memcpy", 512}, {"memcpy", 4096}}
 	if got := rows(res); !slices.Equal(got, want) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
 	for _, r := range res {
+		if r["transport"] == "memcpy" {
+			if r["vs_uds"] != nil {
+				t.Errorf("floor compared to uds: %v", r)
+			}
+			continue
+		}
 		if r["count"].(float64) != 3 || r["vs_uds"] == nil || r["vs_uds"].(float64) <= 0 {
 			t.Errorf("result %v", r)
 		}
@@ -94,20 +124,79 @@ func TestBenchLatency(t *testing.T) {
 func TestBenchPair(t *testing.T) {
 	// A 2KiB tensor's frame is over a quarter of a 4096-byte ring: the
 	// report says it went per-key.
-	res := benchJSON(t, "pair", "--count", "4", "--sizes", "512,2KiB", "--ring-bytes", "4096", "--transports", "ring,uds")
-	want := []benchRow{{"ring", 512}, {"ring->perkey", 2048}, {"uds", 512}, {"uds", 2048}}
-	if got := rows(res); !slices.Equal(got, want) {
+	top := []string{"flock", "mode", "results"}
+	floor := map[string][]string{"*": {"flock_ratio", "floor_ratio"}}
+	rep := benchJSON(t, "pair", top, floor, "--count", "4", "--sizes", "512,2KiB", "--ring-bytes", "4096", "--transports", "ring,uds")
+	want := []benchRow{{"ring", 512}, {"ring->perkey", 2048}, {"uds", 512}, {"uds", 2048}, {"memcpy", 512}, {"memcpy", 2048}}
+	if got := rows(rep.Results); !slices.Equal(got, want) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
-	for _, r := range res {
+	for _, r := range rep.Results {
 		if r["vs_uds"] != nil {
 			t.Errorf("pair mode has vs_uds: %v", r)
 		}
 	}
+	if rep.Flock["transport"] != "flock" || rep.Flock["p50_us"].(float64) <= 0 || rep.Flock["size"].(float64) != 0 {
+		t.Errorf("flock floor %v", rep.Flock)
+	}
 	payload := filepath.Join(vectors, "tree_float32.json")
-	res = benchJSON(t, "pair", "--count", "2", "--payload", payload, "--transports", "perkey")
-	if len(res) != 1 || res[0]["transport"] != "perkey" || res[0]["size"].(float64) < 100 {
+	res := benchJSON(t, "pair", top, floor, "--count", "2", "--payload", payload, "--transports", "perkey").Results
+	if len(res) != 2 || res[0]["transport"] != "perkey" || res[0]["size"].(float64) < 100 || res[1]["size"] != res[0]["size"] {
 		t.Errorf("--payload results %v", res)
+	}
+}
+
+func TestBenchStream(t *testing.T) {
+	res := benchJSON(t, "stream", []string{"mode", "results"}, map[string][]string{"*": {"window"}},
+		"--count", "200", "--window", "8", "--sizes", "512,4KiB").Results
+	want := []benchRow{{"ring", 512}, {"ring", 4096}, {"perkey", 512}, {"perkey", 4096}, {"uds", 512}, {"uds", 4096}, {"memcpy", 512}, {"memcpy", 4096}}
+	if got := rows(res); !slices.Equal(got, want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	for _, r := range res[:6] {
+		if r["count"].(float64) != 200 || r["window"].(float64) != 8 || r["vs_uds"] == nil {
+			t.Errorf("result %v", r)
+		}
+	}
+}
+
+func TestBenchFanout(t *testing.T) {
+	rep := benchJSON(t, "fanout", []string{"fanout", "flock", "mode", "results"}, nil,
+		"--waiters", "3", "--idle", "10ms", "--transports", "ring", "--wait-in", "recv,reader")
+	if len(rep.Results) != 0 || len(rep.Fanout) != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	want := []string{"ack_us", "cpu_per_msg_us", "flock_pairs", "idle_cpu_pct", "idle_s", "size", "threads", "transport", "wait_in", "waiters"}
+	for i, f := range rep.Fanout {
+		if keys := sortedKeys(f); !slices.Equal(keys, want) {
+			t.Errorf("fanout keys %v, want %v", keys, want)
+		}
+		if f["transport"] != "ring" || f["wait_in"] != []string{"recv", "reader"}[i] || f["waiters"].(float64) != 3 || f["size"].(float64) != 512 {
+			t.Errorf("fanout %v", f)
+		}
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	r := omnishm(t, nil, "bench", "--help")
+	for _, s := range []string{"--mode stream", "--mode fanout --waiters", "--mode pair", "memcpy", "flock", "--window", "--wait-in", "--idle"} {
+		if !strings.Contains(string(r.stdout), s) {
+			t.Errorf("bench --help does not mention %q:\n%s", s, r.stdout)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mode", "fanout", "--transports", "uds"}, `cannot time transport "uds"`},
+		{[]string{"--mode", "fanout", "--count", "5"}, "no count"},
+		{[]string{"--mode", "fanout", "--plot", "f.svg"}, "--plot"},
+		{[]string{"--mode", "fanout", "--wait-in", "poll"}, `unknown wait-in "poll"`},
+		{[]string{"--mode", "latency", "--waiters", "5"}, "waiters is for fanout mode"},
+		{[]string{"--mode", "pair", "--window", "5"}, "window is for stream mode"},
+		{[]string{"--mode", "stream", "--window", "-1"}, "window -1"},
+	} {
+		omnishm(t, nil, append([]string{"bench"}, tc.args...)...).wantFailure(t, exitUsage, tc.want)
 	}
 }
 

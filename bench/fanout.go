@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"omnishm/connector"
+	"omnishm/internal/hostclock"
+	"omnishm/stream"
+)
+
+// A fanout cell: the receiver process starts its waiters, lets them
+// settle, measures a quiet idle window and says "cpu-ns wall-ns threads";
+// then this process puts the waiters' messages one by one, each after the
+// receiver said which waiter had the previous one ("i"); after the last
+// the receiver says the CPU it spent since the idle window, then writes
+// ackProbes more acknowledgements ("-1") with no waiter left to disturb
+// them and says what one cost ("cpu-ns ack-cpu-ns").
+
+// ackProbes is how many acknowledgements a fanout's receiver times.
+const ackProbes = 100
+
+// fanoutRequest is the request id of waiter i of a reader fanout.
+func fanoutRequest(prefix string, run, i int) string {
+	return prefix + strconv.Itoa(run) + "r" + strconv.Itoa(i)
+}
+
+// timeFanout is a fanout cell.
+func timeFanout(r *runner, c *cell) error {
+	n := c.count
+	err := r.peer.request(request{Mode: Fanout, Transport: c.transport, Scope: r.plan.Scope, RingBytes: r.plan.RingBytes,
+		KeyPrefix: r.plan.KeyPrefix, Run: c.run, Messages: n, WaitIn: c.waitIn, Idle: r.plan.Idle})
+	if err != nil {
+		return err
+	}
+	idle, err := r.peer.numbersWithin(r.ctx, r.plan.Idle+recvTimeout, 3)
+	if err != nil {
+		return err
+	}
+	put := func(i int) error {
+		_, _, err := c.conn.Put(benchFrom, benchTo, key(r.plan.KeyPrefix, c.run, i), c.payload.Value)
+		return err
+	}
+	var sender *stream.Sender
+	if c.waitIn == WaitReader {
+		if sender, err = stream.NewSender(c.conn, benchFrom, benchTo, stream.SenderOptions{}); err != nil {
+			return err
+		}
+		defer sender.Close()
+		chunk := c.payload.Value.(map[string]any) // resolve checked
+		put = func(i int) error { return sender.Finish(r.ctx, fanoutRequest(r.plan.KeyPrefix, c.run, i), chunk) }
+	}
+	before := c.health()
+	for i := range n {
+		if err := put(i); err != nil {
+			return err
+		}
+		v, err := r.peer.numbersWithin(r.ctx, recvTimeout, 1)
+		if err != nil {
+			if sender != nil && sender.Err() != nil {
+				err = sender.Err()
+			}
+			return err
+		}
+		if int(v[0]) != i {
+			return fmt.Errorf("fanout: put %d reached waiter %d", i, v[0])
+		}
+		r.step(c)
+	}
+	for range ackProbes {
+		if _, err := r.peer.numbersWithin(r.ctx, recvTimeout, 1); err != nil {
+			return err
+		}
+	}
+	delivery, err := r.peer.numbersWithin(r.ctx, recvTimeout, 2)
+	if err != nil {
+		return err
+	}
+	if sender != nil {
+		if err := sender.Close(); err != nil {
+			return err
+		}
+	}
+	res := FanoutResult{WaitIn: c.waitIn, Waiters: n, Size: c.payload.Size,
+		IdleS: time.Duration(idle[1]).Seconds(), Threads: int(idle[2]),
+		CPUPerMsgUs: float64(delivery[0]) / float64(time.Microsecond) / float64(n),
+		AckUs:       float64(delivery[1]) / float64(time.Microsecond)}
+	if idle[1] > 0 {
+		res.IdleCPUPct = 100 * float64(idle[0]) / float64(idle[1])
+	}
+	res.Transport, _ = c.carried(before)
+	r.report.Fanout = append(r.report.Fanout, res)
+	if r.plan.Progress != nil {
+		r.plan.Progress(Progress{Transport: c.transport, WaitIn: c.waitIn, Size: c.payload.Size, Done: r.done, Total: r.total, Fanout: &res})
+	}
+	return nil
+}
+
+// delivered is what a waiter tells serveFanout.
+type delivered struct {
+	waiter int
+	err    error
+}
+
+// serveFanout is the receiver's side of a fanout cell.
+func serveFanout(ctx context.Context, conn *connector.SHM, req request) error {
+	n := req.Messages
+	// Today's Recv holds an OS thread per waiter; Go stops at 10000.
+	if threads := 2*n + 1000; threads > 10000 {
+		debug.SetMaxThreads(threads)
+	}
+	var waiting, exited sync.WaitGroup
+	defer exited.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // before exited.Wait: the waiters still blocked return
+	got := make(chan delivered, n)
+	waiting.Add(n)
+	for i := range n {
+		exited.Add(1)
+		go func() {
+			defer exited.Done()
+			got <- delivered{i, wait(ctx, conn, req, i, &waiting)}
+		}()
+	}
+	waiting.Wait()
+	// Every waiter is on its way into its blocking call: let them get
+	// there before the quiet window is measured.
+	if err := pause(ctx, req.Idle/4); err != nil {
+		return err
+	}
+	cpu0, wall0 := cpuTime(), hostclock.Now()
+	if err := pause(ctx, req.Idle); err != nil {
+		return err
+	}
+	cpu1, wall1 := cpuTime(), hostclock.Now()
+	if err := say(int64(cpu1-cpu0), int64(wall1-wall0), int64(osThreads())); err != nil {
+		return err
+	}
+	for range n {
+		var d delivered
+		select {
+		case d = <-got:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if d.err != nil {
+			return fmt.Errorf("fanout waiter %d: %w", d.waiter, d.err)
+		}
+		if err := say(int64(d.waiter)); err != nil {
+			return err
+		}
+	}
+	cpu2 := cpuTime()
+	for range ackProbes {
+		if err := say(-1); err != nil {
+			return err
+		}
+	}
+	return say(int64(cpu2-cpu1), int64(cpuTime()-cpu2)/ackProbes)
+}
+
+// wait is waiter i of a fanout: it blocks until its message arrives,
+// calling waiting.Done just before it blocks.
+func wait(ctx context.Context, conn *connector.SHM, req request, i int, waiting *sync.WaitGroup) error {
+	if req.WaitIn == WaitReader {
+		rd, err := stream.NewReader(conn, benchFrom, benchTo, fanoutRequest(req.KeyPrefix, req.Run, i),
+			stream.ReaderOptions{ProgressTimeout: time.Hour}) // only a delivery, or the run's end, ends it
+		waiting.Done()
+		if err != nil {
+			return err
+		}
+		chunk, err := rd.Next(ctx)
+		if err == nil && !stream.Finished(chunk) {
+			err = fmt.Errorf("chunk of request %q is not its last", fanoutRequest(req.KeyPrefix, req.Run, i))
+		}
+		return err
+	}
+	waiting.Done()
+	v, _, err := conn.Recv(ctx, benchFrom, key(req.KeyPrefix, req.Run, i))
+	if err == nil && v == nil {
+		err = fmt.Errorf("key %q: no payload", key(req.KeyPrefix, req.Run, i))
+	}
+	return err
+}
+
+// cpuTime is the user and system CPU time of this process, every thread.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// pause waits for d or the end of ctx: a measurement window, not a
+// synchronisation.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"omnishm/internal/hostclock"
+	"omnishm/scope"
+)
+
+// The floors a report sets its figures beside, measured in the same run
+// and timed the way the figures are, one sample per clock reading: the
+// protocol's mandatory locking and the copies no transport can avoid.
+
+// flockFloor times two uncontended flock pairs (LOCK_EX then LOCK_UN,
+// twice), what one put and its get must lock at least (SPEC §3), on a file
+// of its own in /dev/shm that it removes again.
+func (r *runner) flockFloor() (Result, error) {
+	path := scope.Path(r.plan.KeyPrefix + "flock_floor")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return Result{}, fmt.Errorf("flock floor: %w", err)
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	fd := int(f.Fd())
+	count := r.plan.count(0)
+	lat := make([]time.Duration, 0, count)
+	warmup := r.plan.warmup(count)
+	for i := range warmup + count {
+		t0 := hostclock.Now()
+		for range 2 {
+			if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+				return Result{}, fmt.Errorf("flock floor: %w", err)
+			}
+			if err := unix.Flock(fd, unix.LOCK_UN); err != nil {
+				return Result{}, fmt.Errorf("flock floor: %w", err)
+			}
+		}
+		if d := hostclock.Now() - t0; i >= warmup {
+			lat = append(lat, d)
+		}
+	}
+	return Summarize(Flock, 0, lat), nil
+}
+
+// timeMemcpy is a memcpy cell: two plain copies of the payload's msgpack
+// form, into memory of its own, as a put copies it in and a get out.
+func timeMemcpy(r *runner, c *cell) error {
+	in, out := make([]byte, len(c.form)), make([]byte, len(c.form))
+	return r.timeEach(c, func(int) (time.Duration, error) {
+		t0 := hostclock.Now()
+		copy(in, c.form)
+		copy(out, in)
+		return hostclock.Now() - t0, nil
+	})
+}
+
+// measured is the report's results without the floor rows, which follow
+// them: what the comparisons compare.
+func (r *Report) measured() []Result {
+	if i := slices.IndexFunc(r.Results, func(x Result) bool { return x.Transport == Memcpy }); i >= 0 {
+		return r.Results[:i]
+	}
+	return r.Results
+}
+
+// compareToFloor sets every pair's ratios to the floor: the flock pairs,
+// and the flock pairs plus the memcpy row of its size.
+func compareToFloor(r *Report) {
+	if r.Flock == nil || r.Flock.P50Us <= 0 {
+		return
+	}
+	copies := map[int]float64{}
+	for _, x := range r.Results[len(r.measured()):] {
+		copies[x.Size] = x.P50Us
+	}
+	for i := range r.measured() {
+		x := &r.Results[i]
+		x.FlockRatio = quotient(x.P50Us, r.Flock.P50Us)
+		if c, ok := copies[x.Size]; ok {
+			x.FloorRatio = quotient(x.P50Us, r.Flock.P50Us+c)
+		}
+	}
+}
+
+// compareRates sets VsUDS of every stream result: its rate over the
+// rate of transport uds at the same size.
+func compareRates(results []Result, uds string) {
+	compareTo(results, uds, func(x, base Result) *float64 { return quotient(x.MsgsPerS, base.MsgsPerS) })
+}
+
+// fanoutInFlockPairs expresses every fanout's CPU per message in flock
+// pairs, half the floor's two.
+func fanoutInFlockPairs(r *Report) {
+	if r.Flock == nil {
+		return
+	}
+	for i := range r.Fanout {
+		r.Fanout[i].FlockPairs = quotient(r.Fanout[i].CPUPerMsgUs, r.Flock.P50Us/2)
+	}
+}
+
+// quotient is a/b, nil when b is not positive.
+func quotient(a, b float64) *float64 {
+	if b <= 0 {
+		return nil
+	}
+	q := a / b
+	return &q
+}
