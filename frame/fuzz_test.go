@@ -18,12 +18,19 @@ func FuzzDecode(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		owned, ownedErr := frame.DecodeOwned(append([]byte(nil), b...))
 		v, err := frame.Decode(b)
+		if (err == nil) != (ownedErr == nil) {
+			t.Fatalf("Decode: %v, DecodeOwned: %v", err, ownedErr)
+		}
 		if err != nil {
 			if !errors.Is(err, frame.ErrCorrupt) {
 				t.Fatalf("error not wrapping ErrCorrupt: %v", err)
 			}
 			return
+		}
+		if err := vectortest.SameValue(owned, v); err != nil {
+			t.Fatalf("DecodeOwned differs from Decode: %v", err)
 		}
 		p, err := frame.Prepare(v, 0)
 		if err != nil {
