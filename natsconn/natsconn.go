@@ -119,8 +119,8 @@ type Connector struct {
 	pending    *pendingSet
 	background sync.WaitGroup // object deletions
 
-	watchMu sync.Mutex
-	watcher *watcher
+	watchMu sync.Mutex // serialises starting the watch
+	watcher atomic.Pointer[watcher]
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -372,6 +372,14 @@ func (c *Connector) get(ctx context.Context, from, to, key string, desc *connect
 		want = desc.Nats.Revision
 	}
 	subject := c.subject(from, to, key)
+	if w := c.currentWatcher(); w != nil {
+		// Delivered by the watch already: claim it without reading it.
+		if e, ok := w.remembered(subject); ok && (want == 0 || e.seq == want) {
+			if v, size, ok, err := c.take(e); ok || err != nil {
+				return v, size, ok, err
+			}
+		}
+	}
 	for range maxGetRounds {
 		e, found, err := c.last(ctx, subject)
 		if err != nil || !found || !e.publication() || (want != 0 && e.seq != want) {
@@ -428,8 +436,12 @@ func (c *Connector) take(e entry) (any, int, bool, error) {
 		c.claimsLost.Add(1)
 		return nil, 0, false, nil
 	}
-	// Ours now, whoever put it: a producer of this process forgets it.
+	// Ours now, whoever put it: a producer of this process forgets it, and
+	// the watch lets go of its buffer, which decode may keep.
 	c.pending.forget(e.subject, e.seq)
+	if w := c.currentWatcher(); w != nil {
+		w.forget(e.subject, e.seq+1)
+	}
 	data := e.data
 	if e.header.Get(hdrObject) != "" {
 		if data, err = c.getObject(ctx, e); err != nil {
@@ -445,6 +457,9 @@ func (c *Connector) take(e entry) (any, int, bool, error) {
 	c.gets.Add(1)
 	return v, len(data), true, nil
 }
+
+// currentWatcher is the watch if it runs (Recv starts it).
+func (c *Connector) currentWatcher() *watcher { return c.watcher.Load() }
 
 // Recv implements connector.Receiver: it blocks until key arrives on edge
 // from->StageID, ctx ends (ctx.Err()), or the server has been unreachable
@@ -586,8 +601,8 @@ func (c *Connector) Close() error {
 		c.closed.Store(true)
 		c.retireAll(c.pending.take(nil))
 		c.watchMu.Lock()
-		if c.watcher != nil {
-			c.watcher.stop()
+		if w := c.watcher.Load(); w != nil {
+			w.stop()
 		}
 		c.watchMu.Unlock()
 		c.background.Wait()

@@ -568,3 +568,40 @@ connectors:
 		t.Fatalf("invalid configuration: %v", err)
 	}
 }
+
+// What the watch delivered before anyone asked for it is claimed without
+// reading it again; what another receiver took meanwhile is a miss.
+func TestDeliveredPublicationsAreClaimedFromTheWatch(t *testing.T) {
+	ts := startServer(t)
+	sender, receiver := edge(t, ts)
+	other := openConn(t, ts.url(), sender.opts.Bucket, "1")
+	w, err := receiver.watch(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	remembered := func(key string) bool { _, ok := w.remembered(receiver.subject("0", "1", key)); return ok }
+	mustPut(t, sender, "0", "1", "early", codes(1, 1))
+	shmtest.Eventually(t, wait, "the watch to deliver the put", func() bool { return remembered("early") })
+	v, _, err := receiver.Recv(context.Background(), "0", "early")
+	if err != nil || values(t, v)[0] != 1 {
+		t.Fatalf("recv: %v %v", v, err)
+	}
+	if remembered("early") {
+		t.Fatal("a claimed publication is still remembered")
+	}
+	mustPut(t, sender, "0", "1", "taken", codes(1, 2))
+	shmtest.Eventually(t, wait, "the watch to deliver the put", func() bool { return remembered("taken") })
+	mustGet(t, other, "0", "1", "taken", nil)
+	missing(t, receiver, "0", "1", "taken", nil)
+	shmtest.Eventually(t, wait, "the watch to see the claim", func() bool { return !remembered("taken") })
+	// A replace is remembered in place of what it replaced.
+	mustPut(t, sender, "0", "1", "twice", codes(1, 3))
+	d := mustPut(t, sender, "0", "1", "twice", codes(1, 4))
+	shmtest.Eventually(t, wait, "the watch to deliver the replace", func() bool {
+		e, ok := w.remembered(receiver.subject("0", "1", "twice"))
+		return ok && e.seq == d.Nats.Revision
+	})
+	if got := values(t, mustGet(t, receiver, "0", "1", "twice", nil)); got[0] != 4 {
+		t.Fatalf("got %v", got)
+	}
+}

@@ -183,9 +183,10 @@ func (c *Connector) lastOnLeader(ctx context.Context, subject string) (entry, bo
 // subject's last message, so of all the receivers and cleanups that try,
 // exactly one succeeds. It reports whether this one did.
 func (c *Connector) retire(ctx context.Context, subject string, seq uint64, pubID string) (bool, error) {
+	// The bucket keeps one message per key, so the marker replaces the
+	// publication without a rollup.
 	m := nats.NewMsg(subject)
 	m.Header.Set(hdrOperation, opPurge)
-	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	m.Header.Set(hdrClaimed, pubID)
 	m.Header.Set(hdrClaimedRevision, strconv.FormatUint(seq, 10))
 	_, err := c.publish(ctx, m, newID(), seq, jetstream.WithMsgTTL(c.markerTTL))

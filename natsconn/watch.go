@@ -1,6 +1,7 @@
 package natsconn
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -13,14 +14,20 @@ import (
 // watcher is a receiving connector's one watch of the bucket: an ordered
 // consumer of every edge into its stage (subjects *.{stage}.*), started at
 // the stream's end. It hands each publication to the Recv calls waiting on
-// its subject and drops the rest, which stay on the server for a later Get.
-// Across reconnects and server restarts the client's ordered consumer
-// resumes after the last message it delivered, so no put is skipped.
+// its subject, and remembers the publications it delivered until it sees
+// them retired, so that a receive of one that arrived before it was asked
+// for claims it at once instead of reading it from the server first. What
+// it forgets (beyond its budget) stays on the server for a read. Across
+// reconnects and server restarts the client's ordered consumer resumes
+// after the last message it delivered, so no put is skipped.
 type watcher struct {
 	cc jetstream.ConsumeContext
 
 	mu      sync.Mutex
 	waiters map[string]map[*waiter]struct{}
+	recent  map[string]*list.Element // of entry, by subject
+	order   *list.List               // oldest first
+	bytes   int
 }
 
 // waiter is one Recv's mailbox: the newest publication of its subject (an
@@ -37,12 +44,23 @@ const (
 	watchHeartbeat = 2 * time.Second
 )
 
+// The budget of the publications a watcher remembers. A claim of a
+// remembered one that was taken meanwhile just fails, so forgetting early
+// costs a read and remembering late costs nothing but the memory.
+const (
+	recentEntries = 4096
+	recentBytes   = 64 << 20
+)
+
 // watch returns the connector's watcher, starting it on first use.
 func (c *Connector) watch(ctx context.Context) (*watcher, error) {
+	if w := c.watcher.Load(); w != nil {
+		return w, nil
+	}
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
 	backoff := minBackoff
-	for c.watcher == nil {
+	for c.watcher.Load() == nil {
 		if c.closed.Load() {
 			return nil, ErrClosed
 		}
@@ -50,7 +68,7 @@ func (c *Connector) watch(ctx context.Context) (*watcher, error) {
 		w, err := c.startWatch(actx)
 		cancel()
 		if err == nil {
-			c.watcher = w
+			c.watcher.Store(w)
 			break
 		}
 		var apiErr *jetstream.APIError
@@ -61,7 +79,7 @@ func (c *Connector) watch(ctx context.Context) (*watcher, error) {
 			return nil, c.unreachable(errors.Join(perr, err))
 		}
 	}
-	return c.watcher, nil
+	return c.watcher.Load(), nil
 }
 
 func (c *Connector) startWatch(ctx context.Context) (*watcher, error) {
@@ -81,7 +99,7 @@ func (c *Connector) startWatch(ctx context.Context) (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{waiters: map[string]map[*waiter]struct{}{}}
+	w := &watcher{waiters: map[string]map[*waiter]struct{}{}, recent: map[string]*list.Element{}, order: list.New()}
 	w.cc, err = cons.Consume(w.deliver, jetstream.PullMaxMessages(watchBuffer),
 		jetstream.PullExpiry(watchExpiry), jetstream.PullHeartbeat(watchHeartbeat))
 	if err != nil {
@@ -96,11 +114,20 @@ func (w *watcher) deliver(m jetstream.Msg) {
 		return
 	}
 	e := entry{subject: m.Subject(), seq: meta.Sequence.Stream, header: m.Headers(), data: m.Data()}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// Any later message of a subject, publication or marker, ends what was
+	// remembered of it.
+	w.forgetLocked(e.subject, e.seq)
 	if !e.publication() {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.recent[e.subject] = w.order.PushBack(e)
+	w.bytes += len(e.data)
+	for w.order.Len() > recentEntries || w.bytes > recentBytes {
+		old := w.order.Front().Value.(entry)
+		w.forgetLocked(old.subject, old.seq+1)
+	}
 	for wt := range w.waiters[e.subject] {
 		select {
 		case <-wt.ch: // superseded
@@ -130,6 +157,36 @@ func (w *watcher) unregister(subject string, wt *waiter) {
 	if len(w.waiters[subject]) == 0 {
 		delete(w.waiters, subject)
 	}
+}
+
+// remembered returns the publication of subject the watch delivered and has
+// not seen retired, if it still remembers one.
+func (w *watcher) remembered(subject string) (entry, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if el, ok := w.recent[subject]; ok {
+		return el.Value.(entry), true
+	}
+	return entry{}, false
+}
+
+// forget drops what is remembered of subject below sequence before: a
+// claim of it succeeded (its buffer is the claimer's now) or a later
+// message replaced it.
+func (w *watcher) forget(subject string, before uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.forgetLocked(subject, before)
+}
+
+func (w *watcher) forgetLocked(subject string, before uint64) {
+	el, ok := w.recent[subject]
+	if !ok || el.Value.(entry).seq >= before {
+		return
+	}
+	w.bytes -= len(el.Value.(entry).data)
+	w.order.Remove(el)
+	delete(w.recent, subject)
 }
 
 func (w *watcher) stop() { w.cc.Stop() }
