@@ -5,14 +5,25 @@
 // tensor crosses hosts with no JSON step.
 //
 // Each publication is the entry from.to.key of a key-value bucket (see
-// EncodeKey), holding the payload and its kind in headers, or, for a
-// payload above the server's maximum message size, pointing at an object of
-// the object store that holds it in chunks. The bucket keeps one message
+// EncodeKey), holding the payload bytes with their kind in a header or, for
+// a payload above the server's maximum message size, pointing at an object
+// of the object store that holds them in chunks. The bucket keeps one message
 // per entry, so a put replaces an unclaimed publication of its key. A
 // receiver claims a publication by a purge that the server accepts only if
 // the entry's last revision is the one the receiver read: of several
-// receivers, in any processes on any hosts, exactly one succeeds. Recv
-// waits on a watch of its stage's entries, never polling.
+// receivers, in any processes on any hosts, exactly one succeeds. A
+// descriptor names the revision, so a stale one never claims a newer
+// publication. Recv waits on a watch of its stage's entries, never polling;
+// a receive of a publication the watch already delivered claims it at once.
+//
+// A put or a claim whose acknowledgement is lost to a dropped connection or
+// a restarting server is resolved by asking the server, once it answers
+// again, what the key's last message is (the put itself, or the marker of
+// the claim that took it), so a server restart or a cluster node going away
+// loses no acknowledged put and claims none twice. Each operation waits for the server at most
+// Options.Timeout, then fails with ErrUnreachable. Unclaimed payloads expire
+// after Options.MaxAge; Close retires the connector's own first, as the
+// shared-memory connector does.
 //
 // Importing the package registers config.NatsConnector with connector.New.
 // The server must run JetStream (nats-server 2.11 or later: claim markers
@@ -116,8 +127,11 @@ type Connector struct {
 	markerTTL  time.Duration
 	link       *link
 
-	pending    *pendingSet
-	background sync.WaitGroup // object deletions
+	pending *pendingSet
+
+	backgroundMu   sync.Mutex
+	background     sync.WaitGroup // object deletions
+	backgroundDone bool           // Close waits for them: no more
 
 	watchMu sync.Mutex // serialises starting the watch
 	watcher atomic.Pointer[watcher]
@@ -605,6 +619,9 @@ func (c *Connector) Close() error {
 			w.stop()
 		}
 		c.watchMu.Unlock()
+		c.backgroundMu.Lock()
+		c.backgroundDone = true
+		c.backgroundMu.Unlock()
 		c.background.Wait()
 		c.nc.Close()
 	})

@@ -108,7 +108,7 @@ func TestReplaceUnclaimed(t *testing.T) {
 	sender, receiver := edge(t, ts)
 	mustPut(t, sender, "0", "1", "again", codes(3, 1))
 	mustPut(t, sender, "0", "1", "again", codes(3, 2))
-	if got := values(t, mustGet(t, receiver, "0", "1", "again", nil)); got[0] != 2 {
+	if got := first(t, receiver, "0", "1", "again", nil); got != 2 {
 		t.Fatalf("got %v, want the second put", got)
 	}
 	missing(t, receiver, "0", "1", "again", nil)
@@ -116,13 +116,13 @@ func TestReplaceUnclaimed(t *testing.T) {
 	other := openConn(t, ts.url(), sender.opts.Bucket, "0")
 	mustPut(t, sender, "0", "1", "again", codes(3, 3))
 	mustPut(t, other, "0", "1", "again", codes(3, 4))
-	if got := values(t, mustGet(t, receiver, "0", "1", "again", nil)); got[0] != 4 {
+	if got := first(t, receiver, "0", "1", "again", nil); got != 4 {
 		t.Fatalf("got %v, want the other producer's put", got)
 	}
 	// Edges are apart: the same key on another edge is another entry.
 	mustPut(t, sender, "0", "2", "again", codes(3, 5))
 	missing(t, receiver, "0", "1", "again", nil)
-	if got := values(t, mustGet(t, receiver, "0", "2", "again", nil)); got[0] != 5 {
+	if got := first(t, receiver, "0", "2", "again", nil); got != 5 {
 		t.Fatalf("edge 0->2 got %v", got)
 	}
 }
@@ -136,7 +136,7 @@ func TestStaleDescriptorNeverReadsANewerPublication(t *testing.T) {
 		t.Fatalf("revisions %d then %d", old.Nats.Revision, fresh.Nats.Revision)
 	}
 	missing(t, receiver, "0", "1", "stale", &old)
-	if got := values(t, mustGet(t, receiver, "0", "1", "stale", &fresh)); got[0] != 2 {
+	if got := first(t, receiver, "0", "1", "stale", &fresh); got != 2 {
 		t.Fatalf("got %v", got)
 	}
 	// Claimed, then put again: the claimed one's descriptor still misses,
@@ -144,7 +144,7 @@ func TestStaleDescriptorNeverReadsANewerPublication(t *testing.T) {
 	newest := mustPut(t, sender, "0", "1", "stale", codes(3, 3))
 	missing(t, receiver, "0", "1", "stale", &fresh)
 	missing(t, receiver, "0", "1", "stale", &old)
-	if got := values(t, mustGet(t, receiver, "0", "1", "stale", &newest)); got[0] != 3 {
+	if got := first(t, receiver, "0", "1", "stale", &newest); got != 3 {
 		t.Fatalf("got %v", got)
 	}
 	// Through JSON, as descriptors travel between stages.
@@ -153,7 +153,7 @@ func TestStaleDescriptorNeverReadsANewerPublication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := values(t, mustGet(t, receiver, "0", "1", "stale", parsed)); got[0] != 4 {
+	if got := first(t, receiver, "0", "1", "stale", parsed); got != 4 {
 		t.Fatalf("got %v", got)
 	}
 }
@@ -170,7 +170,7 @@ func TestDescriptorsOfOtherPublications(t *testing.T) {
 	if _, _, _, err := receiver.Get("0", "1", "mine", &shm); !errors.Is(err, connector.ErrBadDescriptor) {
 		t.Fatalf("shm descriptor: %v", err)
 	}
-	if got := values(t, mustGet(t, receiver, "0", "1", "mine", &d)); got[0] != 1 {
+	if got := first(t, receiver, "0", "1", "mine", &d); got != 1 {
 		t.Fatalf("got %v", got)
 	}
 }
@@ -247,7 +247,7 @@ func TestKeysNATSCannotHold(t *testing.T) {
 	}
 	for i, k := range keys {
 		for j, e := range edges {
-			if got := values(t, mustGet(t, receiver, e[0], e[1], k, nil)); got[0] != int64(10*i+j) {
+			if got := first(t, receiver, e[0], e[1], k, nil); got != int64(10*i+j) {
 				t.Fatalf("key %q on %v: got %v", k, e, got)
 			}
 		}
@@ -601,7 +601,7 @@ func TestDeliveredPublicationsAreClaimedFromTheWatch(t *testing.T) {
 		e, ok := w.remembered(receiver.subject("0", "1", "twice"))
 		return ok && e.seq == d.Nats.Revision
 	})
-	if got := values(t, mustGet(t, receiver, "0", "1", "twice", nil)); got[0] != 4 {
+	if got := first(t, receiver, "0", "1", "twice", nil); got != 4 {
 		t.Fatalf("got %v", got)
 	}
 }

@@ -71,7 +71,7 @@ func (c *Connector) inlineLimit() int {
 // chunkSize is the object store's chunk: as large as a message may be, so a
 // payload takes as few messages as it can.
 func (c *Connector) chunkSize() uint32 {
-	return uint32(min(c.inlineLimit(), 8<<20))
+	return uint32(max(min(c.inlineLimit(), 8<<20), 1<<10))
 }
 
 // putObject stores data as the object name, retrying a put that a dropped
@@ -151,6 +151,11 @@ func (c *Connector) readObject(ctx context.Context, name string, size int, diges
 // dropObject deletes an object nobody can claim any more, in the
 // background: it expires with the store's max age if this fails.
 func (c *Connector) dropObject(name string) {
+	c.backgroundMu.Lock()
+	defer c.backgroundMu.Unlock()
+	if c.backgroundDone {
+		return // Close is waiting for the others
+	}
 	c.background.Add(1)
 	go func() {
 		defer c.background.Done()

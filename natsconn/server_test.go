@@ -136,15 +136,21 @@ func startCluster(t testing.TB) cluster {
 	for _, ts := range c {
 		ts.ready()
 	}
-	// JetStream answers once the three have elected a meta leader.
+	// Ready once the three have elected a meta leader and all are online
+	// for a stream's placement: a stream on all three can be created.
 	nc, js := client(t, c.urls())
 	defer nc.Close()
 	shmtest.Eventually(t, wait, "the cluster's JetStream", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, err := js.AccountInfo(ctx)
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PROBE", Subjects: []string{"probe"}, Replicas: 3, Storage: jetstream.MemoryStorage})
 		return err == nil
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := js.DeleteStream(ctx, "PROBE"); err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 
@@ -273,4 +279,10 @@ func missing(t testing.TB, c *Connector, from, to, key string, d *Descriptor) {
 	if err != nil || ok {
 		t.Fatalf("get %q: want a miss, got ok=%v v=%v err=%v", key, ok, v, err)
 	}
+}
+
+// first gets key and returns its first code.
+func first(t testing.TB, c *Connector, from, to, key string, d *Descriptor) int64 {
+	t.Helper()
+	return values(t, mustGet(t, c, from, to, key, d))[0]
 }
