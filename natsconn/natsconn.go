@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,7 +81,9 @@ type Options struct {
 	// it; 0 means DefaultMaxAge.
 	MaxAge time.Duration
 	// Timeout bounds each operation's wait for the server, including the
-	// wait for a lost connection to come back; 0 means DefaultTimeout.
+	// wait for a lost connection to come back; an operation moving a large
+	// payload gets the time its bytes take at 32 MiB/s on top. 0 means
+	// DefaultTimeout.
 	Timeout time.Duration
 	// Replicas is the bucket's and the object store's replica count in a
 	// cluster; 0 means 1.
@@ -244,9 +247,11 @@ func (c *Connector) subject(from, to, key string) string {
 	return c.prefix + EncodeKey(from, to, key)
 }
 
-// opContext bounds one operation by the configured timeout.
-func (c *Connector) opContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), c.opts.Timeout)
+// opContext bounds one operation moving bytes by the configured timeout,
+// plus the time those bytes take at attemptRate: the timeout is how long to
+// wait for a server that does not answer, not for a large transfer.
+func (c *Connector) opContext(bytes int) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), c.opts.Timeout+transferTime(bytes))
 }
 
 // Put implements connector.Transport: it returns once the server has
@@ -264,7 +269,7 @@ func (c *Connector) Put(from, to, key string, payload any) (int, connector.Descr
 	if err != nil {
 		return 0, connector.Descriptor{}, fmt.Errorf("natsconn: put %q: %w", key, err)
 	}
-	ctx, cancel := c.opContext()
+	ctx, cancel := c.opContext(len(data))
 	defer cancel()
 	subject := c.subject(from, to, key)
 	id := newID()
@@ -331,7 +336,7 @@ func objectName(obj *jetstream.ObjectInfo) string {
 // edge from->to. With a descriptor it claims only that publication (its
 // revision); a descriptor of another bucket or key is a miss.
 func (c *Connector) Get(from, to, key string, desc *connector.Descriptor) (any, int, bool, error) {
-	ctx, cancel := c.opContext()
+	ctx, cancel := c.opContext(0)
 	defer cancel()
 	return c.get(ctx, from, to, key, desc)
 }
@@ -440,7 +445,8 @@ func (c *Connector) last(ctx context.Context, subject string) (entry, bool, erro
 // caller's context does, so a publication this connector won is never
 // dropped for a context that ended meanwhile.
 func (c *Connector) take(e entry) (any, int, bool, error) {
-	ctx, cancel := c.opContext()
+	size, _ := strconv.Atoi(e.header.Get(hdrSize)) // of an object; 0 inline
+	ctx, cancel := c.opContext(size)
 	defer cancel()
 	won, err := c.retire(ctx, e.subject, e.seq, e.header.Get(jetstream.MsgIDHeader))
 	if err != nil {
@@ -570,7 +576,7 @@ func (c *Connector) retireAll(puts []pendingPut) int {
 	if len(puts) == 0 {
 		return 0
 	}
-	ctx, cancel := c.opContext()
+	ctx, cancel := c.opContext(0)
 	defer cancel()
 	var n atomic.Int64
 	var wg sync.WaitGroup

@@ -205,7 +205,11 @@ const (
 )
 
 func (c *Connector) attempt(ctx context.Context, bytes int) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, min(c.opts.Timeout, attemptBase+time.Duration(bytes)*time.Second/attemptRate))
+	return context.WithTimeout(ctx, min(c.opts.Timeout, attemptBase)+transferTime(bytes))
+}
+
+func transferTime(bytes int) time.Duration {
+	return time.Duration(int64(bytes) * int64(time.Second) / attemptRate)
 }
 
 // unreachable turns the error that ended a wait for the server into the
