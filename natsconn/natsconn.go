@@ -429,9 +429,7 @@ func (c *Connector) last(ctx context.Context, subject string) (entry, bool, erro
 			return entry{}, false, nil
 		case c.closed.Load():
 			return entry{}, false, ErrClosed
-		}
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) {
+		case refused(err):
 			return entry{}, false, err
 		}
 		if perr := c.link.pause(ctx, &backoff); perr != nil {

@@ -80,7 +80,6 @@ func (c *Connector) publish(ctx context.Context, m *nats.Msg, id string, expect 
 		actx, cancel := c.attempt(ctx, len(m.Data))
 		ack, err := c.js.PublishMsg(actx, m, opts...)
 		cancel()
-		var apiErr *jetstream.APIError
 		switch {
 		case err == nil:
 			return stored{seq: ack.Sequence}, nil
@@ -94,8 +93,8 @@ func (c *Connector) publish(ctx context.Context, m *nats.Msg, id string, expect 
 				}
 				return stored{}, errConflict
 			}
-		case errors.As(err, &apiErr), errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject):
-			return stored{}, err // refused: nothing was stored
+		case refused(err):
+			return stored{}, err // nothing was stored
 		case c.closed.Load():
 			return stored{}, ErrClosed
 		default:
@@ -110,6 +109,18 @@ func (c *Connector) publish(ctx context.Context, m *nats.Msg, id string, expect 
 			}
 		}
 	}
+}
+
+// refused reports an error by which the server (or the client, for a
+// message it cannot send) refused a request for good. A server that is
+// only unavailable for the moment (503: electing a leader, recovering)
+// is retried.
+func refused(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code != 503
+	}
+	return errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject)
 }
 
 func conflict(err error) bool {

@@ -71,8 +71,7 @@ func (c *Connector) watch(ctx context.Context) (*watcher, error) {
 			c.watcher.Store(w)
 			break
 		}
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) {
+		if refused(err) {
 			return nil, err
 		}
 		if perr := c.link.pause(ctx, &backoff); perr != nil {
