@@ -8,11 +8,20 @@ import (
 	"omnishm/ring"
 	"os"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // SharedMemoryConnector is the name of the local transport, as in the
 // Python deployment's configuration.
 const SharedMemoryConnector = "SharedMemoryConnector"
+
+// NatsConnector is the name of the transport between hosts over NATS
+// JetStream (package natsconn, which registers it with connector.New).
+const NatsConnector = "NatsConnector"
+
+// MaxNatsReplicas bounds Nats.Replicas, as JetStream does.
+const MaxNatsReplicas = 5
 
 // NoStage is Extra.StageID when the configuration names no stage.
 const NoStage = -1
@@ -42,6 +51,30 @@ type Extra struct {
 	WakeupScope string
 	// StageID is this endpoint's stage, or NoStage.
 	StageID int
+	// Nats holds NatsConnector's settings; it is zero for other connectors.
+	Nats Nats
+}
+
+// Nats holds the `extra` settings of a NatsConnector. A zero field means
+// the connector's default (see package natsconn).
+type Nats struct {
+	// URL is the server, or several separated by commas.
+	URL string
+	// Credentials is the path of a NATS credentials (.creds) file.
+	Credentials string
+	// Bucket is the key-value bucket holding the publications.
+	Bucket string
+	// ObjectStore is the object store holding payloads above the server's
+	// maximum message size.
+	ObjectStore string
+	// MaxAge is how long an unclaimed payload stays before it expires.
+	MaxAge time.Duration
+	// Timeout bounds each operation's wait for the server.
+	Timeout time.Duration
+	// Replicas is the bucket's and the object store's replica count.
+	Replicas int
+	// Storage is "file" or "memory".
+	Storage string
 }
 
 // Default returns the shared-memory connector with every default: a 4 MiB
@@ -59,23 +92,91 @@ func (c Connector) Validate() error {
 	if err := checkName(c.Name); err != nil {
 		return err
 	}
-	if err := checkRingBytes(c.Extra.HostRingBytes); err != nil {
-		return err
-	}
 	if c.Extra.StageID < NoStage {
 		return invalid("extra.stage_id", "%d is negative", c.Extra.StageID)
 	}
-	return nil
+	if c.Name == NatsConnector {
+		if c.Extra.HostRingBytes != 0 || c.Extra.WakeupScope != "" {
+			return invalid("extra", "host_ring_bytes and wakeup_scope are SharedMemoryConnector settings")
+		}
+		return c.Extra.Nats.validate()
+	}
+	if c.Extra.Nats != (Nats{}) {
+		return invalid("extra", "NATS settings on a %s", c.Name)
+	}
+	return checkRingBytes(c.Extra.HostRingBytes)
 }
 
 func checkName(name string) error {
 	switch name {
-	case SharedMemoryConnector:
+	case SharedMemoryConnector, NatsConnector:
 		return nil
 	case "":
 		return invalid("name", "missing")
 	}
-	return invalid("name", "unknown connector %q (known: %s)", name, SharedMemoryConnector)
+	return invalid("name", "unknown connector %q (known: %s, %s)", name, SharedMemoryConnector, NatsConnector)
+}
+
+// validate checks each setting of a NatsConnector, in field order.
+func (n Nats) validate() error {
+	for _, check := range []func() error{
+		func() error { return checkURL(n.URL) },
+		func() error { return checkBucket("extra.bucket", n.Bucket) },
+		func() error { return checkBucket("extra.object_store", n.ObjectStore) },
+		func() error { return checkDuration("extra.max_age", n.MaxAge, time.Second) },
+		func() error { return checkDuration("extra.timeout", n.Timeout, time.Millisecond) },
+		func() error { return checkReplicas(n.Replicas) },
+		func() error { return checkStorage(n.Storage) },
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkURL(url string) error {
+	if url == "" {
+		return nil
+	}
+	for _, u := range strings.Split(url, ",") {
+		if u = strings.TrimSpace(u); u == "" || strings.ContainsAny(u, " \t\n") {
+			return invalid("extra.url", "%q is not a list of server URLs", url)
+		}
+	}
+	return nil
+}
+
+// checkBucket accepts the names JetStream accepts for buckets and object stores.
+func checkBucket(field, name string) error {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return invalid(field, "%q may hold only letters, digits, '_' and '-'", name)
+		}
+	}
+	return nil
+}
+
+func checkDuration(field string, d, least time.Duration) error {
+	if d != 0 && d < least {
+		return invalid(field, "%v is under %v", d, least)
+	}
+	return nil
+}
+
+func checkReplicas(n int) error {
+	if n < 0 || n > MaxNatsReplicas {
+		return invalid("extra.replicas", "%d is outside 1..%d", n, MaxNatsReplicas)
+	}
+	return nil
+}
+
+func checkStorage(s string) error {
+	if s != "" && s != "file" && s != "memory" {
+		return invalid("extra.storage", "%q is neither file nor memory", s)
+	}
+	return nil
 }
 
 func checkRingBytes(n int) error {

@@ -5,8 +5,10 @@ import (
 	"omnishm/ring"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 const specExample = `
@@ -128,6 +130,7 @@ func TestRejected(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	nats := func(n Nats) Connector { return Connector{Name: NatsConnector, Extra: Extra{StageID: NoStage, Nats: n}} }
 	cases := []struct {
 		c     Connector
 		field string
@@ -139,6 +142,17 @@ func TestValidate(t *testing.T) {
 		{Connector{Name: SharedMemoryConnector, Extra: Extra{HostRingBytes: 4095, StageID: NoStage}}, "extra.host_ring_bytes"},
 		{Connector{Name: SharedMemoryConnector, Extra: Extra{HostRingBytes: -1, StageID: NoStage}}, "extra.host_ring_bytes"},
 		{Connector{Name: SharedMemoryConnector, Extra: Extra{StageID: -2}}, "extra.stage_id"},
+		{nats(Nats{}), ""},
+		{nats(Nats{URL: "nats://127.0.0.1:4222", Replicas: 5, Storage: "file", MaxAge: time.Second}), ""},
+		{nats(Nats{URL: " "}), "extra.url"},
+		{nats(Nats{Bucket: "a b"}), "extra.bucket"},
+		{nats(Nats{ObjectStore: "a.b"}), "extra.object_store"},
+		{nats(Nats{MaxAge: time.Millisecond}), "extra.max_age"},
+		{nats(Nats{Timeout: -time.Second}), "extra.timeout"},
+		{nats(Nats{Replicas: 6}), "extra.replicas"},
+		{nats(Nats{Storage: "tape"}), "extra.storage"},
+		{Connector{Name: NatsConnector, Extra: Extra{HostRingBytes: 4096, StageID: NoStage}}, "extra"},
+		{Connector{Name: SharedMemoryConnector, Extra: Extra{StageID: NoStage, Nats: Nats{Bucket: "b"}}}, "extra"},
 	}
 	for _, c := range cases {
 		err := c.c.Validate()
@@ -178,6 +192,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(specExample))
 	f.Add([]byte("connectors:\n  a: &x {name: SharedMemoryConnector}\n  b: *x\n"))
 	f.Add([]byte("connectors: {a: {name: SharedMemoryConnector, extra: {host_ring_bytes: 0}}}"))
+	f.Add([]byte("connectors: {n: {name: NatsConnector, extra: {url: 'nats://h:1', max_age: 1m, replicas: 3}}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data)
 		if err != nil {
@@ -192,4 +207,87 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestNatsConnector(t *testing.T) {
+	cfg, err := Parse([]byte(`
+connectors:
+  remote:
+    name: NatsConnector
+    extra:
+      url: nats://10.0.0.5:4222, nats://10.0.0.6:4222
+      credentials: /etc/omnishm/stage.creds
+      bucket: omni_edges
+      object_store: omni-large
+      max_age: 90s
+      timeout: 1.5s
+      replicas: 3
+      storage: memory
+      stage_id: 2
+  plain:
+    extra: {}
+    name: NatsConnector
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Connector{Name: NatsConnector, Extra: Extra{StageID: 2, Nats: Nats{
+		URL: "nats://10.0.0.5:4222, nats://10.0.0.6:4222", Credentials: "/etc/omnishm/stage.creds",
+		Bucket: "omni_edges", ObjectStore: "omni-large", MaxAge: 90 * time.Second,
+		Timeout: 1500 * time.Millisecond, Replicas: 3, Storage: "memory",
+	}}}
+	if got := cfg.Connectors["remote"]; got != want {
+		t.Fatalf("parsed %+v\nwant   %+v", got, want)
+	}
+	// Every NATS setting is optional; the ring's defaults do not apply.
+	if got := cfg.Connectors["plain"]; got != (Connector{Name: NatsConnector, Extra: Extra{StageID: NoStage}}) {
+		t.Fatalf("plain: %+v", got)
+	}
+	for name, c := range cfg.Connectors {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestNatsRejected(t *testing.T) {
+	extra := func(field string) string {
+		return "connectors:\n  n:\n    name: NatsConnector\n    extra:\n      " + field + "\n"
+	}
+	cases := []struct {
+		name, yaml, field, says string
+		line                    int
+	}{
+		{"ring setting", extra("host_ring_bytes: 4096"), "connectors.n.extra.host_ring_bytes", "unknown field of a NatsConnector (known: url,", 5},
+		{"scope setting", extra("wakeup_scope: x"), "connectors.n.extra.wakeup_scope", "unknown field", 5},
+		{"url empty", extra(`url: ""`), "connectors.n.extra.url", "empty", 5},
+		{"url list gap", extra(`url: "nats://a:4222,,nats://b:4222"`), "connectors.n.extra.url", "not a list of server URLs", 5},
+		{"url number", extra("url: 4222"), "connectors.n.extra.url", "quote it", 5},
+		{"credentials empty", extra(`credentials: ""`), "connectors.n.extra.credentials", "omit it for none", 5},
+		{"bucket dot", extra("bucket: omni.edges"), "connectors.n.extra.bucket", "only letters, digits", 5},
+		{"object store slash", extra("object_store: a/b"), "connectors.n.extra.object_store", "only letters", 5},
+		{"max age number", extra("max_age: 600"), "connectors.n.extra.max_age", `must be a duration such as "10m"`, 5},
+		{"max age short", extra("max_age: 500ms"), "connectors.n.extra.max_age", "500ms is under 1s", 5},
+		{"max age list", extra("max_age: [1m]"), "connectors.n.extra.max_age", "got a list", 5},
+		{"timeout zero", extra("timeout: 0s"), "connectors.n.extra.timeout", "0s is under 1ms", 5},
+		{"timeout words", extra("timeout: soon"), "connectors.n.extra.timeout", "got soon", 5},
+		{"replicas zero", extra("replicas: 0"), "connectors.n.extra.replicas", "outside 1..5", 5},
+		{"replicas six", extra("replicas: 6"), "connectors.n.extra.replicas", "outside 1..5", 5},
+		{"storage", extra("storage: disk"), "connectors.n.extra.storage", "neither file nor memory", 5},
+		{"stage negative", extra("stage_id: -2"), "connectors.n.extra.stage_id", "negative", 5},
+		{"nats setting on shm", "connectors:\n  s:\n    name: SharedMemoryConnector\n    extra: {url: nats://x}\n",
+			"connectors.s.extra.url", "unknown field of a SharedMemoryConnector (known: host_ring_bytes, wakeup_scope, stage_id)", 4},
+	}
+	for _, c := range cases {
+		_, err := Parse([]byte(c.yaml))
+		if err == nil {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		msg := err.Error()
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(msg, c.field+": ") || !strings.Contains(msg, c.says) ||
+			!strings.Contains(msg, "line "+strconv.Itoa(c.line)+":") {
+			t.Errorf("%s: %q does not name %q at line %d with %q", c.name, msg, c.field, c.line, c.says)
+		}
+	}
 }

@@ -20,7 +20,8 @@ connectors:
 		fmt.Println(err)
 		return
 	}
-	fmt.Printf("%+v\n", cfg.Connectors["shm"])
+	shm := cfg.Connectors["shm"]
+	fmt.Println(shm.Name, shm.Extra.HostRingBytes, shm.Extra.WakeupScope, shm.Extra.StageID)
 
 	_, err = config.Parse([]byte(`
 connectors:
@@ -30,6 +31,38 @@ connectors:
 `))
 	fmt.Println(err)
 	// Output:
-	// {Name:SharedMemoryConnector Extra:{HostRingBytes:4194304 WakeupScope:my-deployment StageID:1}}
+	// SharedMemoryConnector 4194304 my-deployment 1
 	// config: line 5: connectors.shm.extra.host_ring_bytes: 100 is outside 0 or 4096..67108864
+}
+
+// A stage on another host reaches its peers through a NATS JetStream server.
+func Example_nats() {
+	cfg, err := config.Parse([]byte(`
+connectors:
+  remote:
+    name: NatsConnector
+    extra:
+      url: nats://127.0.0.1:4222
+      bucket: omnishm
+      max_age: 10m
+      timeout: 5s
+      stage_id: 2
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	n := cfg.Connectors["remote"].Extra.Nats
+	fmt.Println(n.URL, n.Bucket, n.MaxAge, n.Timeout, cfg.Connectors["remote"].Extra.StageID)
+
+	_, err = config.Parse([]byte(`
+connectors:
+  remote:
+    name: NatsConnector
+    extra: {max_age: 10}
+`))
+	fmt.Println(err)
+	// Output:
+	// nats://127.0.0.1:4222 omnishm 10m0s 5s 2
+	// config: line 5: connectors.remote.extra.max_age: must be a duration such as "10m" or "1.5s", got 10
 }

@@ -2,6 +2,9 @@ package config
 
 import (
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -51,19 +54,20 @@ func Parse(data []byte) (*Config, error) {
 }
 
 func parseConnector(path string, n *yaml.Node) (Connector, error) {
-	c := Default()
-	c.Name = ""
+	c := Connector{Extra: Extra{StageID: NoStage}}
 	if n.Kind != yaml.MappingNode {
 		return c, &fieldError{field: path, line: n.Line, msg: "must be a mapping with name and extra"}
 	}
 	var nameLine int
+	var extra *yaml.Node
 	err := eachField(n, path, func(key string, value *yaml.Node) error {
 		switch key {
 		case "name":
 			nameLine = value.Line
 			return scalar(path+".name", value, "!!str", &c.Name)
 		case "extra":
-			return parseExtra(path+".extra", value, &c.Extra)
+			extra = value // read once the name says which settings exist
+			return nil
 		}
 		return &fieldError{field: path + "." + key, line: value.Line, msg: "unknown field (known: name, extra)"}
 	})
@@ -73,20 +77,37 @@ func parseConnector(path string, n *yaml.Node) (Connector, error) {
 	if err := checkName(c.Name); err != nil {
 		return c, at(err, path+".name", nameLine, n.Line)
 	}
-	return c, nil
+	if c.Name == SharedMemoryConnector {
+		c.Extra = Default().Extra
+	}
+	if extra != nil {
+		err = parseExtra(path+".extra", extra, c.Name, &c.Extra)
+	}
+	return c, err
 }
 
-func parseExtra(path string, n *yaml.Node, e *Extra) error {
+// extraFields lists each connector's `extra` settings, in the order errors
+// name them.
+var extraFields = map[string][]string{
+	SharedMemoryConnector: {"host_ring_bytes", "wakeup_scope", "stage_id"},
+	NatsConnector:         {"url", "credentials", "bucket", "object_store", "max_age", "timeout", "replicas", "storage", "stage_id"},
+}
+
+func parseExtra(path string, n *yaml.Node, name string, e *Extra) error {
 	if n.Tag == "!!null" {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
 		return &fieldError{field: path, line: n.Line, msg: "must be a mapping"}
 	}
+	known := extraFields[name]
 	return eachField(n, path, func(key string, value *yaml.Node) error {
 		field := path + "." + key
 		if value.Tag == "!!null" {
 			return nil // as if absent, like Python's extra.get(key)
+		}
+		if !slices.Contains(known, key) {
+			return &fieldError{field: field, line: value.Line, msg: fmt.Sprintf("unknown field of a %s (known: %s)", name, strings.Join(known, ", "))}
 		}
 		switch key {
 		case "host_ring_bytes":
@@ -95,15 +116,9 @@ func parseExtra(path string, n *yaml.Node, e *Extra) error {
 			}
 			return at(checkRingBytes(e.HostRingBytes), field, value.Line, 0)
 		case "wakeup_scope":
-			if err := scalar(field, value, "!!str", &e.WakeupScope); err != nil {
-				return err
-			}
-			if e.WakeupScope == "" {
-				// Python hashes "" as a scope; here empty means none. Refuse
-				// rather than pick a different wake directory than the peer.
-				return &fieldError{field: field, line: value.Line, msg: "empty (omit it for no scope)"}
-			}
-			return nil
+			// Python hashes "" as a scope; here empty means none. Refuse
+			// rather than pick a different wake directory than the peer.
+			return nonEmpty(field, value, &e.WakeupScope, "omit it for no scope")
 		case "stage_id":
 			if err := scalar(field, value, "!!int", &e.StageID); err != nil {
 				return err
@@ -112,9 +127,72 @@ func parseExtra(path string, n *yaml.Node, e *Extra) error {
 				return &fieldError{field: field, line: value.Line, msg: fmt.Sprintf("%d is negative (omit it for no stage)", e.StageID)}
 			}
 			return nil
+		case "url":
+			if err := nonEmpty(field, value, &e.Nats.URL, "omit it for the default"); err != nil {
+				return err
+			}
+			return at(checkURL(e.Nats.URL), field, value.Line, 0)
+		case "credentials":
+			return nonEmpty(field, value, &e.Nats.Credentials, "omit it for none")
+		case "bucket":
+			if err := nonEmpty(field, value, &e.Nats.Bucket, "omit it for the default"); err != nil {
+				return err
+			}
+			return at(checkBucket(field, e.Nats.Bucket), field, value.Line, 0)
+		case "object_store":
+			if err := nonEmpty(field, value, &e.Nats.ObjectStore, "omit it for the default"); err != nil {
+				return err
+			}
+			return at(checkBucket(field, e.Nats.ObjectStore), field, value.Line, 0)
+		case "max_age":
+			return duration(field, value, &e.Nats.MaxAge, time.Second)
+		case "timeout":
+			return duration(field, value, &e.Nats.Timeout, time.Millisecond)
+		case "replicas":
+			if err := scalar(field, value, "!!int", &e.Nats.Replicas); err != nil {
+				return err
+			}
+			if e.Nats.Replicas < 1 {
+				return &fieldError{field: field, line: value.Line, msg: fmt.Sprintf("%d is outside 1..%d", e.Nats.Replicas, MaxNatsReplicas)}
+			}
+			return at(checkReplicas(e.Nats.Replicas), field, value.Line, 0)
+		case "storage":
+			if err := scalar(field, value, "!!str", &e.Nats.Storage); err != nil {
+				return err
+			}
+			return at(checkStorage(e.Nats.Storage), field, value.Line, 0)
 		}
-		return &fieldError{field: field, line: value.Line, msg: "unknown field (known: host_ring_bytes, wakeup_scope, stage_id)"}
+		return nil
 	})
+}
+
+// nonEmpty decodes a string setting for which "" would be ambiguous.
+func nonEmpty(field string, n *yaml.Node, v *string, absent string) error {
+	if err := scalar(field, n, "!!str", v); err != nil {
+		return err
+	}
+	if *v == "" {
+		return &fieldError{field: field, line: n.Line, msg: "empty (" + absent + ")"}
+	}
+	return nil
+}
+
+// duration decodes a Go duration string such as "10m" or "1.5s", of at
+// least least.
+func duration(field string, n *yaml.Node, d *time.Duration, least time.Duration) error {
+	v, err := time.ParseDuration(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil {
+		got := n.Value
+		if n.Kind != yaml.ScalarNode {
+			got = "a " + map[yaml.Kind]string{yaml.MappingNode: "mapping", yaml.SequenceNode: "list"}[n.Kind]
+		}
+		return &fieldError{field: field, line: n.Line, msg: fmt.Sprintf(`must be a duration such as "10m" or "1.5s", got %s`, got)}
+	}
+	if v < least {
+		return &fieldError{field: field, line: n.Line, msg: fmt.Sprintf("%v is under %v", v, least)}
+	}
+	*d = v
+	return nil
 }
 
 // at puts a Validate error at its place in the file.

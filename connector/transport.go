@@ -52,7 +52,9 @@ type Receiver interface {
 	Recv(ctx context.Context, from, key string) (payload any, size int, err error)
 }
 
-// Health is a snapshot of a connector's counters.
+// Health is a snapshot of a connector's counters: SPEC §9's six, then those
+// of a remote transport (package natsconn), zero and left out of the JSON
+// form for the shared-memory connector.
 type Health struct {
 	Puts              uint64 `json:"puts"`
 	Gets              uint64 `json:"gets"`
@@ -60,6 +62,16 @@ type Health struct {
 	HostRingPuts      uint64 `json:"host_ring_puts"`
 	HostRingGets      uint64 `json:"host_ring_gets"`
 	HostRingFallbacks uint64 `json:"host_ring_fallbacks"`
+
+	// RemoteObjectPuts and RemoteObjectGets count the payloads that went
+	// through the server's object store, being above its maximum message size.
+	RemoteObjectPuts uint64 `json:"remote_object_puts,omitempty"`
+	RemoteObjectGets uint64 `json:"remote_object_gets,omitempty"`
+	// RemoteClaimsLost counts claims that found the publication already
+	// taken by another receiver, or replaced, and so missed.
+	RemoteClaimsLost uint64 `json:"remote_claims_lost,omitempty"`
+	// RemoteReconnects counts the times the client reconnected to the server.
+	RemoteReconnects uint64 `json:"remote_reconnects,omitempty"`
 }
 
 // The errors callers branch on, with errors.Is. A miss is not an error.
@@ -89,4 +101,5 @@ type (
 	Descriptor = descriptor.Descriptor
 	ShmHandle  = descriptor.ShmHandle
 	RingHandle = descriptor.RingHandle
+	NatsHandle = descriptor.NatsHandle
 )

@@ -11,12 +11,15 @@ import (
 	"fmt"
 )
 
-// Descriptor names one publication: {"shm": {"name", "size"}, "size"} for a
-// per-key segment or {"host_ring": {"name", "position", "size"}, "size"}
-// for a ring frame. Exactly one handle is set; Size is the payload length.
+// Descriptor names one publication, in the shape its transport puts on the
+// wire: {"shm": {"name", "size"}, "size"} for a per-key segment,
+// {"host_ring": {"name", "position", "size"}, "size"} for a ring frame, or
+// {"nats": {"bucket", "key", "revision", "size"}, "size"} for an entry of a
+// NATS JetStream bucket (package natsconn).
 type Descriptor struct {
 	Shm      *ShmHandle  `json:"shm,omitempty" msgpack:"shm,omitempty"`
 	HostRing *RingHandle `json:"host_ring,omitempty" msgpack:"host_ring,omitempty"`
+	Nats     *NatsHandle `json:"nats,omitempty" msgpack:"nats,omitempty"`
 	Size     int         `json:"size" msgpack:"size"`
 }
 
@@ -34,9 +37,24 @@ type RingHandle struct {
 	Size     int    `json:"size" msgpack:"size"`
 }
 
+// NatsHandle is the NATS JetStream part of a Descriptor: the key-value entry
+// holding the publication. Revision is the entry's revision (its stream
+// sequence), which only grows, so an old descriptor never matches a newer
+// publication of the key. Object names the object-store object that holds
+// the bytes of a payload above the server's maximum message size; it is
+// empty when the entry holds them itself.
+type NatsHandle struct {
+	Bucket   string `json:"bucket" msgpack:"bucket"`
+	Key      string `json:"key" msgpack:"key"`
+	Revision uint64 `json:"revision" msgpack:"revision"`
+	Size     int    `json:"size" msgpack:"size"`
+	Object   string `json:"object,omitempty" msgpack:"object,omitempty"`
+}
+
 // ErrBad is wrapped by every error about a descriptor that names no
 // publication.
 var ErrBad = errors.New("bad descriptor")
+
 
 // Parse reads a descriptor from JSON, in either the plain form or
 // the {key: descriptor} map form of SPEC §9, picking key's entry from a map.
@@ -45,7 +63,7 @@ func Parse(data []byte, key string) (*Descriptor, error) {
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBad, err)
 	}
-	if inner, ok := probe[key]; ok && key != "shm" && key != "host_ring" && key != "size" {
+	if inner, ok := probe[key]; ok && key != "shm" && key != "host_ring" && key != "nats" && key != "size" {
 		data = inner
 	}
 	var d Descriptor
@@ -70,15 +88,23 @@ func From(v any, key string) (*Descriptor, error) {
 
 // Validate checks that exactly one handle is present and sizes are sane.
 func (d *Descriptor) Validate() error {
+	handles := 0
+	for _, present := range []bool{d.Shm != nil, d.HostRing != nil, d.Nats != nil} {
+		if present {
+			handles++
+		}
+	}
 	switch {
-	case (d.Shm == nil) == (d.HostRing == nil):
-		return fmt.Errorf("%w: want exactly one of shm, host_ring", ErrBad)
+	case handles != 1:
+		return fmt.Errorf("%w: want exactly one of shm, host_ring, nats", ErrBad)
 	case d.Size < 0:
 		return fmt.Errorf("%w: negative size", ErrBad)
 	case d.Shm != nil && (d.Shm.Name == "" || d.Shm.Size < 0):
 		return fmt.Errorf("%w: shm handle without a name", ErrBad)
 	case d.HostRing != nil && (d.HostRing.Name == "" || d.HostRing.Size < 0):
 		return fmt.Errorf("%w: host_ring handle without a name", ErrBad)
+	case d.Nats != nil && (d.Nats.Bucket == "" || d.Nats.Key == "" || d.Nats.Revision == 0 || d.Nats.Size < 0):
+		return fmt.Errorf("%w: nats handle without a bucket, key or revision", ErrBad)
 	}
 	return nil
 }

@@ -217,7 +217,16 @@ func (p *Prepared) Write(dst []byte) error {
 // otherwise each has its own, so keeping a small tensor does not keep a
 // large one alive (SPEC §4). Plain payloads (kind 0) decode with
 // wire.Unmarshal.
-func Decode(b []byte) (any, error) {
+func Decode(b []byte) (any, error) { return decode(b, false) }
+
+// DecodeOwned is Decode for a buffer the caller hands over, such as a
+// message it received from the network: where SPEC §4 lets the tensors
+// share one allocation (data ≤ 64 KiB, or a single tensor) they share b
+// itself instead of a copy of it, and large bins of the tree alias b as
+// wire.UnmarshalOwned's do. b must not be changed or reused afterwards.
+func DecodeOwned(b []byte) (any, error) { return decode(b, true) }
+
+func decode(b []byte, owned bool) (any, error) {
 	header, data, err := split(b)
 	if err != nil {
 		return nil, corrupt("%w", err)
@@ -234,7 +243,11 @@ func Decode(b []byte) (any, error) {
 	}
 	tensors := make([]tensor.Tensor, len(descs))
 	var storage []byte
-	if len(data) <= ownerLimit || len(descs) == 1 {
+	switch {
+	case len(data) > ownerLimit && len(descs) != 1:
+	case owned:
+		storage = data[:extent:extent]
+	default:
 		storage = make([]byte, extent)
 		copy(storage, data)
 	}
@@ -253,7 +266,7 @@ func Decode(b []byte) (any, error) {
 		}
 	}
 
-	dec := wire.Decoder{Ext: func(e wire.Ext) (any, bool, error) {
+	dec := wire.Decoder{Owned: owned, Ext: func(e wire.Ext) (any, bool, error) {
 		// Only a reference with this message's nonce is a tensor; any
 		// other ext is a literal (SPEC §4).
 		if e.Code != refCode || len(e.Data) != refSize || !bytes.Equal(e.Data[:nonceSize], nonce) {

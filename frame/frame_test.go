@@ -375,6 +375,42 @@ func TestSmallFrameSharesOneAllocation(t *testing.T) {
 	}
 }
 
+func TestDecodeOwnedSharesTheBufferWhereOneAllocationIsShared(t *testing.T) {
+	big := filled(t, tensor.Float32, 1, 100000) // one tensor: shares whatever its size
+	small := []any{filled(t, tensor.Int64, 1, 8), filled(t, tensor.Uint8, 2, 3)}
+	large := []any{filled(t, tensor.Uint8, 1, 70000), filled(t, tensor.Uint8, 2, 3)}
+	for _, c := range []struct {
+		name  string
+		v     any
+		alias bool
+	}{{"single", big, true}, {"small", small, true}, {"large", large, false}} {
+		_, buf := encode(t, c.v, 0)
+		want, err := frame.Decode(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := frame.DecodeOwned(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := vectortest.SameValue(got, want); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var first *tensor.Tensor
+		if l, ok := got.([]any); ok {
+			first = l[0].(*tensor.Tensor)
+		} else {
+			first = got.(*tensor.Tensor)
+		}
+		if within(first.Data, buf) != c.alias {
+			t.Fatalf("%s: tensor data within the handed-over buffer: %v, want %v", c.name, !c.alias, c.alias)
+		}
+		if l, ok := got.([]any); ok && cap(l[0].(*tensor.Tensor).Data) != len(l[0].(*tensor.Tensor).Data) {
+			t.Fatalf("%s: a tensor's capacity reaches into its neighbour", c.name)
+		}
+	}
+}
+
 func TestWriteZeroesPaddingAndChecksDestination(t *testing.T) {
 	p, _ := encode(t, []any{filled(t, tensor.Uint8, 1, 3), filled(t, tensor.Uint8, 1, 5)}, 0)
 	// Two destinations that differ in every byte come out equal only if

@@ -1,6 +1,7 @@
 package frame_test
 
 import (
+	"fmt"
 	"testing"
 
 	"omnishm/frame"
@@ -10,11 +11,21 @@ import (
 
 // FuzzDecode: any bytes decode or fail with ErrCorrupt, never panic or read
 // out of bounds (nor does Detect); a decoded frame's tensors are valid and
-// re-encode to a frame Detect recognises.
+// re-encode to a frame Detect recognises. DecodeOwned agrees with Decode.
 func FuzzDecode(f *testing.F) {
 	decode := func(b []byte) (any, error) {
 		frame.Detect(b)
-		return frame.Decode(b)
+		owned, ownedErr := frame.DecodeOwned(append([]byte(nil), b...))
+		v, err := frame.Decode(b)
+		if (err == nil) != (ownedErr == nil) {
+			return nil, fmt.Errorf("Decode: %v, DecodeOwned: %v", err, ownedErr)
+		}
+		if err == nil {
+			if err := vectortest.SameValue(owned, v); err != nil {
+				return nil, fmt.Errorf("DecodeOwned differs from Decode: %v", err)
+			}
+		}
+		return v, err
 	}
 	vectortest.FuzzDecoder(f, vectortest.Frame, decode, func(t *testing.T, _ []byte, v any) {
 		p, out := encode(t, v, 0)
