@@ -55,7 +55,6 @@ type NatsHandle struct {
 // publication.
 var ErrBad = errors.New("bad descriptor")
 
-
 // Parse reads a descriptor from JSON, in either the plain form or
 // the {key: descriptor} map form of SPEC §9, picking key's entry from a map.
 func Parse(data []byte, key string) (*Descriptor, error) {
