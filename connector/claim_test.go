@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"omnishm/connector"
 	"omnishm/descriptor"
@@ -46,17 +45,10 @@ func waitAsync(t *testing.T, ctx context.Context, c *connector.SHM, d connector.
 	return done
 }
 
-// result waits for a WaitClaimed started by waitAsync, failing the test if
-// it has not returned within the test's generous deadline.
+// result waits for a WaitClaimed started by waitAsync (or a Shutdown).
 func result(t *testing.T, done <-chan error) error {
 	t.Helper()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(wait):
-		t.Fatal("WaitClaimed did not return")
-		return nil
-	}
+	return shmtest.Await(t, wait, "the wait to return", done)
 }
 
 // notYet fails the test if a WaitClaimed (or Shutdown) has returned

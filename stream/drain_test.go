@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"omnishm/connector"
 	"omnishm/internal/conntest"
@@ -76,13 +75,7 @@ func drainAsync(ctx context.Context, s *Sender) <-chan error {
 
 func drained(t *testing.T, done <-chan error) error {
 	t.Helper()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(wait):
-		t.Fatal("Drain did not return")
-		return nil
-	}
+	return shmtest.Await(t, wait, "Drain to return", done)
 }
 
 // sendChunks sends chunks chunks of request, the last one finished.
