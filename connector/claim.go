@@ -19,7 +19,9 @@ var ErrRetired = errors.New("retired before any receiver claimed it")
 // ClaimWaiter is a Transport that tells a producer what became of its
 // publications. SHM implements it; stream.Sender.Drain needs it.
 type ClaimWaiter interface {
-	// Claimed reports whether a receiver has claimed the publication d.
+	// Claimed reports whether a receiver has claimed the publication d:
+	// false while it waits, false with an error wrapping ErrRetired once
+	// its producer retired it.
 	Claimed(d Descriptor) (bool, error)
 	// WaitClaimed blocks until a receiver has claimed d, d was retired
 	// (ErrRetired), or ctx ends (ctx.Err()).
@@ -91,16 +93,15 @@ func (c *SHM) WaitClaimed(ctx context.Context, d Descriptor) error {
 	}
 	c.claims.waitStart(id, d)
 	defer c.claims.waitEnd(id)
-	lo, hi := claimPollMin, claimPollMax
+	backoff, ceiling := claimPollMin, claimPollMax
 	watched := false
 	if id.seg {
 		watched = c.shmWatch.acquire()
 		defer c.shmWatch.release()
 	}
 	if watched {
-		lo, hi = watchedPollMin, watchedPollMax
+		backoff, ceiling = watchedPollMin, watchedPollMax
 	}
-	backoff := lo
 	timer := time.NewTimer(backoff)
 	defer timer.Stop()
 	for {
@@ -129,11 +130,10 @@ func (c *SHM) WaitClaimed(ctx context.Context, d Descriptor) error {
 			// This waiter took the watch's notification: pass it on.
 			watched = c.shmWatch.fired()
 		case <-timer.C:
-			backoff = min(backoff*2, hi)
+			backoff = min(backoff*2, ceiling)
 		}
-		if !watched && hi == watchedPollMax {
-			lo, hi = claimPollMin, claimPollMax // the watch is gone: poll
-			backoff = lo
+		if !watched && ceiling == watchedPollMax {
+			backoff, ceiling = claimPollMin, claimPollMax // the watch is gone: poll
 		}
 	}
 }
