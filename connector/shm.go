@@ -35,6 +35,8 @@ type SHM struct {
 	segments *segment.Producer
 	notifier *wake.Notifier // nil when wakeups are off
 	waiter   *wake.Receiver // nil without a numeric stage or wakeups
+	claims   ledger         // the fates of its publications (claim.go)
+	shmWatch shmWatch       // wakes WaitClaimed on per-key publications
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -94,8 +96,19 @@ func (c *SHM) forget(path string) { watchdog.Default().Forget(path) }
 // Put implements Transport. The payload is copied (into the ring or a
 // segment) before Put returns. The error wraps ErrBadKey for a key that
 // cannot name a publication (nothing was touched) and ErrClosed once the
-// connector is closed.
+// connector is closed or shutting down.
 func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
+	t, err := c.beginPut(key)
+	if err != nil {
+		return 0, Descriptor{}, err
+	}
+	size, d, err := c.put(from, to, key, payload)
+	c.endPut(key, t, d, err)
+	return size, d, err
+}
+
+// put is Put's work; Put notes it in the claims ledger.
+func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 	if c.closed.Load() {
 		return 0, Descriptor{}, ErrClosed
 	}
@@ -371,18 +384,12 @@ func (c *SHM) Cleanup(key string) bool {
 	if keys.Check(key) != nil {
 		return false
 	}
-	cancelled := c.ring.Cancel(key) > 0
-	return c.cleanupSegment(key) || cancelled
+	frames, seg := c.retire(key) // claim.go: noted in the claims ledger
+	return frames > 0 || seg
 }
 
 // CleanupPrefix implements Transport: keys prefix + decimal digits only.
-func (c *SHM) CleanupPrefix(prefix string) int {
-	n, err := c.segments.CleanupPrefix(prefix)
-	if err != nil {
-		c.log.Warn("omnishm: cleanup failed", "prefix", prefix, "err", err)
-	}
-	return n + c.ring.CancelPrefix(prefix)
-}
+func (c *SHM) CleanupPrefix(prefix string) int { return c.retirePrefix(prefix) }
 
 // cleanupSegment retires key's pending segment. Transport's Cleanup has no
 // error to return, so a failure is logged (the segment package never logs).
@@ -419,7 +426,7 @@ func (c *SHM) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
-		errs := []error{c.ring.Close(), c.segments.Close()}
+		errs := []error{c.closeClaims(), c.ring.Close(), c.segments.Close()}
 		if c.waiter != nil {
 			errs = append(errs, c.waiter.Close())
 		}

@@ -2,7 +2,9 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -34,8 +36,14 @@ type SenderOptions struct {
 // Ownership: a payload passed to Send or Finish (and every tensor in it)
 // belongs to the Sender until its chunk has been put; the connector copies
 // it then (SPEC §1), after which the caller may reuse its buffers.
+//
+// Over a transport that tells claims (connector.ClaimWaiter, as the
+// shared-memory connector does), the Sender keeps each chunk's descriptor
+// for Drain until Drain has seen it claimed or Release forgets its
+// request.
 type Sender struct {
 	t        connector.Transport
+	claims   connector.ClaimWaiter // t, when it tells claims (Drain); else nil
 	from, to string
 	opts     SenderOptions
 
@@ -51,6 +59,7 @@ type Sender struct {
 	err      error           // first Put error
 	closed   bool
 	abort    bool
+	sent     map[string]*sentChunks // chunks put and not known claimed, per request (claims only)
 
 	puts, dropped, reclaimed atomic.Int64
 	closeOnce                sync.Once
@@ -59,9 +68,24 @@ type Sender struct {
 type op struct {
 	request string
 	n       int            // the chunk's index in its request
-	chunk   map[string]any // nil for a release
+	chunk   map[string]any // nil for a release or a flush
 	prefix  string         // a release's CleanupPrefix argument
 	release chan int
+	flushed chan struct{} // a flush: closed once every op before it is done
+}
+
+// sentChunks are one request's chunks that were put and not yet seen
+// claimed by Drain, in put order. base counts those Drain has dropped from
+// the front, so concurrent Drains agree on what is left.
+type sentChunks struct {
+	chunks   []sentChunk
+	base     int
+	released bool // Release retired the rest: Drain no longer waits for them
+}
+
+type sentChunk struct {
+	n int // the chunk's index in its request
+	d connector.Descriptor
 }
 
 // NewSender starts a Sender of edge from->to over t; bad stages wrap
@@ -83,7 +107,9 @@ func NewSender(t connector.Transport, from, to string, opts SenderOptions) (*Sen
 		done:     make(chan struct{}),
 		next:     map[string]int{},
 		finished: map[string]bool{},
+		sent:     map[string]*sentChunks{},
 	}
+	s.claims, _ = t.(connector.ClaimWaiter)
 	go s.run()
 	return s, nil
 }
@@ -181,6 +207,7 @@ func (s *Sender) Release(request string) <-chan int {
 		// Behind whatever the closing worker still puts, then here.
 		s.mu.Unlock()
 		<-s.done
+		s.released(request)
 		n := s.t.CleanupPrefix(Prefix(request, s.from))
 		s.reclaimed.Add(int64(n))
 		result <- n
@@ -188,7 +215,7 @@ func (s *Sender) Release(request string) <-chan int {
 	}
 	// Releases take no slot: they hold no payload, and there is at most one
 	// per request, so they cannot grow the queue without bound.
-	s.queue = append(s.queue, op{prefix: Prefix(request, s.from), release: result})
+	s.queue = append(s.queue, op{request: request, prefix: Prefix(request, s.from), release: result})
 	s.mu.Unlock()
 	s.nudge()
 	return result
@@ -252,7 +279,12 @@ func (s *Sender) run() {
 		skip := s.abort || s.err != nil
 		s.mu.Unlock()
 
+		if o.flushed != nil {
+			close(o.flushed)
+			continue
+		}
 		if o.release != nil {
+			s.released(o.request)
 			n := s.t.CleanupPrefix(o.prefix)
 			s.reclaimed.Add(int64(n))
 			o.release <- n
@@ -260,7 +292,7 @@ func (s *Sender) run() {
 		}
 		if skip {
 			s.dropped.Add(1)
-		} else if _, _, err := s.t.Put(s.from, s.to, Key(o.request, s.from, o.n), o.chunk); err != nil {
+		} else if _, d, err := s.t.Put(s.from, s.to, Key(o.request, s.from, o.n), o.chunk); err != nil {
 			s.mu.Lock()
 			if s.err == nil {
 				// The stream's one layer of context: what the caller sent.
@@ -269,7 +301,129 @@ func (s *Sender) run() {
 			s.mu.Unlock()
 		} else {
 			s.puts.Add(1)
+			s.note(o.request, o.n, d)
 		}
 		<-s.slots
+	}
+}
+
+// note remembers a chunk put, for Drain, when the transport tells claims.
+func (s *Sender) note(request string, n int, d connector.Descriptor) {
+	if s.claims == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.sent[request]
+	if sc == nil {
+		sc = &sentChunks{}
+		s.sent[request] = sc
+	}
+	sc.chunks = append(sc.chunks, sentChunk{n, d})
+}
+
+// released forgets a request's chunks before its release retires them, so
+// a Drain waiting on one knows that its retirement was the release's.
+func (s *Sender) released(request string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sc := s.sent[request]; sc != nil {
+		sc.released = true
+		delete(s.sent, request)
+	}
+}
+
+// Drain waits until every chunk enqueued before the call, of every
+// request, has been put and then claimed by a receiver, or ctx ends
+// (ctx.Err()). It waits for the queued sends first, behind the releases
+// queued before it.
+//
+// A chunk that a Release retired unclaimed is not waited for: the release
+// said the request is done with, so Drain returns nil once every other
+// chunk is claimed (Reclaimed counts such chunks). A chunk retired
+// otherwise (the connector's Cleanup, or Close) is an error wrapping
+// connector.ErrRetired that names the request and chunk. When a put
+// failed, Drain returns that error (Err): the chunks after it were never
+// put. A transport that cannot tell claims (it is not a
+// connector.ClaimWaiter) is an error wrapping errors.ErrUnsupported.
+// Drain may run beside Send, Release and other Drains; chunks enqueued
+// after it began are not its concern.
+func (s *Sender) Drain(ctx context.Context) error {
+	if s.claims == nil {
+		return fmt.Errorf("stream: drain: %w: the transport does not tell claims", errors.ErrUnsupported)
+	}
+	if err := s.flush(ctx); err != nil {
+		return err
+	}
+	if err := s.Err(); err != nil {
+		return err
+	}
+	type snapshot struct {
+		request string
+		sc      *sentChunks
+		chunks  []sentChunk
+		end     int // sc.base + len(chunks): where Drain got to
+	}
+	s.mu.Lock()
+	var todo []snapshot
+	for request, sc := range s.sent {
+		todo = append(todo, snapshot{request, sc, slices.Clone(sc.chunks), sc.base + len(sc.chunks)})
+	}
+	s.mu.Unlock()
+	for _, sn := range todo {
+		for _, c := range sn.chunks {
+			err := s.claims.WaitClaimed(ctx, c.d)
+			if err == nil {
+				continue
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.mu.Lock()
+			byRelease := sn.sc.released
+			s.mu.Unlock()
+			if byRelease && errors.Is(err, connector.ErrRetired) {
+				break // the rest of the request is the release's
+			}
+			return fmt.Errorf("stream: request %q chunk %d: %w", sn.request, c.n, err)
+		}
+		// Every chunk up to end is claimed (or released): forget them.
+		s.mu.Lock()
+		if k := sn.end - sn.sc.base; k > 0 {
+			sn.sc.chunks = slices.Delete(sn.sc.chunks, 0, k)
+			sn.sc.base = sn.end
+		}
+		if len(sn.sc.chunks) == 0 && s.sent[sn.request] == sn.sc {
+			delete(s.sent, sn.request)
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// flush returns once every op enqueued before it has been performed (at
+// once after Close, whose worker performs them all before it exits).
+func (s *Sender) flush(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		select {
+		case <-s.done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// A flush takes no slot: it holds no payload, and it is done as soon as
+	// the worker reaches it.
+	flushed := make(chan struct{})
+	s.queue = append(s.queue, op{flushed: flushed})
+	s.mu.Unlock()
+	s.nudge()
+	select {
+	case <-flushed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

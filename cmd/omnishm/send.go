@@ -107,37 +107,26 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 	}
 	fmt.Fprintln(inv.out, desc.String())
 
-	deadline := time.NewTimer(*wait)
-	defer deadline.Stop()
-	// Poll cheaply (a few preads or one lstat, no lock) with a backoff: the
-	// frames must outlive the put until claimed, and nothing else here
-	// needs the CPU.
-	claimed := func() (bool, error) { return conn.Claimed(desc) }
-	backoff := 200 * time.Microsecond
-	for {
-		if done, err := claimed(); err != nil {
-			conn.Cleanup(*e.key)
-			return inv.fail(err)
-		} else if done {
+	// WaitClaimed sleeps between cheap checks (no lock, no busy loop): the
+	// frames must outlive the put until claimed.
+	wctx, cancel := context.WithTimeout(ctx, *wait)
+	defer cancel()
+	err = conn.WaitClaimed(wctx, desc)
+	switch {
+	case err == nil:
+		return exitOK
+	case ctx.Err() != nil:
+		conn.Cleanup(*e.key)
+		fmt.Fprintf(inv.err, "omnishm send: interrupted; publication of %q retired\n", *e.key)
+		return exitInterrupted
+	case wctx.Err() != nil:
+		// Cleanup retires nothing if a receiver claimed it meanwhile.
+		if !conn.Cleanup(*e.key) {
 			return exitOK
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			conn.Cleanup(*e.key)
-			fmt.Fprintf(inv.err, "omnishm send: interrupted; publication of %q retired\n", *e.key)
-			return exitInterrupted
-		case <-deadline.C:
-			t.Stop()
-			if done, _ := claimed(); done {
-				return exitOK
-			}
-			conn.Cleanup(*e.key)
-			fmt.Fprintf(inv.err, "omnishm send: no receiver claimed %q within %v; publication retired\n", *e.key, *wait)
-			return exitUnclaimed
-		case <-t.C:
-		}
-		backoff = min(backoff*2, 20*time.Millisecond)
+		fmt.Fprintf(inv.err, "omnishm send: no receiver claimed %q within %v; publication retired\n", *e.key, *wait)
+		return exitUnclaimed
 	}
+	conn.Cleanup(*e.key)
+	return inv.fail(err)
 }

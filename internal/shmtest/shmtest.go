@@ -215,3 +215,19 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Await receives from ch, failing the test if nothing arrives within
+// timeout: the deadline of a wait on a goroutine's result, not a timing.
+func Await[T any](t testing.TB, timeout time.Duration, what string, ch <-chan T) T {
+	t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	}
+	var zero T
+	return zero
+}
