@@ -35,3 +35,26 @@ func TestLatencyBuckets(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStatsHooks is what the figures add to one put+get pair: the
+// hooks Put and Get call (edge lookup, atomic adds), untimed and with
+// MeasureLatency on (two monotonic clock reads and a histogram add).
+func BenchmarkStatsHooks(b *testing.B) {
+	for _, timed := range []bool{false, true} {
+		name := "untimed"
+		if timed {
+			name = "timed"
+		}
+		b.Run(name, func(b *testing.B) {
+			var s stats
+			s.timing.Store(timed)
+			s.edge("0", "2") // another edge before ours: a two-entry scan
+			b.ReportAllocs()
+			for b.Loop() {
+				start := s.start()
+				s.put("0", "1", PathRing, 448, start)
+				s.got("0", "1", PathRing, 448)
+			}
+		})
+	}
+}
