@@ -37,19 +37,30 @@ func metricKey(name string, labels map[string]string) string {
 	return name + "{" + strings.Join(l, ",") + "}"
 }
 
-// scrape GETs url (failing the test if it takes longer than patience) and
-// parses the text exposition; the raw bytes are returned for the linter.
-func scrape(t *testing.T, url string) (exposition, []byte) {
+// fetch GETs url, failing the test if that takes longer than patience:
+// the exporter must never wait on a lock, so it answers at once.
+func fetch(t *testing.T, url string) (int, []byte) {
 	t.Helper()
 	client := http.Client{Timeout: patience}
 	resp, err := client.Get(url)
 	if err != nil {
-		t.Fatalf("scrape: %v", err)
+		t.Fatalf("GET %s: %v", url, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape: status %d, %v\n%s", resp.StatusCode, err, raw)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, b
+}
+
+// scrape fetches url and parses the text exposition; the raw bytes are
+// returned for the linter.
+func scrape(t *testing.T, url string) (exposition, []byte) {
+	t.Helper()
+	code, raw := fetch(t, url)
+	if code != http.StatusOK {
+		t.Fatalf("scrape: status %d\n%s", code, raw)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
@@ -184,7 +195,7 @@ func TestExporterMatchesInspect(t *testing.T) {
 	s := opsScope(t)
 	sweepAfterKills(t, s)
 	exporter, base := startExporter(t, s)
-	if code, body := httpGet(t, base+"/healthz"); code != http.StatusOK || body != "ok\n" {
+	if code, body := fetch(t, base+"/healthz"); code != http.StatusOK || string(body) != "ok\n" {
 		t.Fatalf("/healthz: %d %q", code, body)
 	}
 
@@ -262,21 +273,6 @@ func TestExporterMatchesInspect(t *testing.T) {
 	if code := exporter.wait(t); code != 0 {
 		t.Fatalf("exporter after SIGTERM: status %d, stderr %q", code, exporter.errText())
 	}
-}
-
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	client := http.Client{Timeout: patience}
-	resp, err := client.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
 }
 
 func decodeState(t *testing.T, b []byte) shmstate.State {
