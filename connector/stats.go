@@ -195,18 +195,13 @@ type edgeStats struct {
 func (s *stats) edge(from, to string) *edgeStats {
 	if l := s.edges.Load(); l != nil {
 		list := *l
-		if len(list) > MaxStatsEdges { // full: the last entry takes the rest
-			for _, e := range list[:MaxStatsEdges] {
-				if e.from == from && e.to == to {
-					return e
-				}
-			}
-			return list[MaxStatsEdges]
-		}
-		for _, e := range list {
+		for _, e := range list[:min(len(list), MaxStatsEdges)] {
 			if e.from == from && e.to == to {
 				return e
 			}
+		}
+		if len(list) > MaxStatsEdges { // full: the last entry takes the rest
+			return list[MaxStatsEdges]
 		}
 	}
 	return s.add(from, to)
