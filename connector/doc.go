@@ -60,6 +60,14 @@
 // wakeup FIFO, which makes Recv poll; an unavailable watchdog) is logged
 // once to Options.Logger.
 //
+// # Figures
+//
+// Health has the counters of SPEC §9; Stats has them per edge: puts, gets
+// and bytes by path, why puts fell back to segments, the receives waiting,
+// and, once MeasureLatency is on, put-latency and receive-wait histograms.
+// They are lock-free and allocate nothing; package metrics exports them to
+// Prometheus.
+//
 // # Other transports
 //
 // Transport and Receiver are what every connector implements; a transport

@@ -44,6 +44,7 @@ type SHM struct {
 	puts, gets, bytes                 atomic.Uint64
 	ringPuts, ringGets, ringFallbacks atomic.Uint64
 	watchdogWarned                    atomic.Bool
+	stats                             stats // per-edge figures (stats.go)
 }
 
 // Open returns a shared-memory connector configured by opts (the zero
@@ -62,9 +63,10 @@ func Open(opts Options) (*SHM, error) {
 		Capacity: opts.HostRingBytes,
 		OnSetupFailure: func(from, to string, err error) {
 			c.log.Warn("host ring unavailable; using per-key SHM", "from", from, "to", to, "err", err)
+			c.stats.ringSetupFailed(from, to) // stats
 		},
-		OnCreate: c.track,
-		OnRemove: c.forget,
+		OnCreate: c.trackRing, // stats: the watchdog's c.track, and Stats().Rings
+		OnRemove: c.forgetRing,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connector: open: %w", err)
@@ -109,6 +111,7 @@ func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 
 // put is Put's work; Put notes it in the claims ledger.
 func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
+	start := c.stats.start() // stats: 0 unless MeasureLatency
 	if c.closed.Load() {
 		return 0, Descriptor{}, ErrClosed
 	}
@@ -128,11 +131,13 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 			}
 			c.published(to, d.Size)
 			c.ringPuts.Add(1)
+			c.stats.put(from, to, PathRing, d.Size, start) // stats
 			return d.Size, Descriptor{HostRing: &d, Size: d.Size}, nil
 		}
 		plain = b
 	}
 	c.ringFallbacks.Add(1)
+	c.fellBack(from, to, key, plain) // stats
 	if plain == nil {
 		var err error
 		if plain, err = wire.Marshal(payload); err != nil {
@@ -146,6 +151,7 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 	// A successful fallback replaces an unclaimed ring version, too.
 	c.ring.Cancel(key)
 	c.published(to, d.Size)
+	c.stats.put(from, to, PathSegment, d.Size, start) // stats
 	return d.Size, Descriptor{Shm: &d, Size: d.Size}, nil
 }
 
@@ -259,6 +265,7 @@ func (c *SHM) Get(from, to, key string, desc *Descriptor) (any, int, bool, error
 		return nil, 0, false, keyError("get", key, err)
 	}
 	c.gets.Add(1)
+	c.stats.got(from, to, PathSegment, len(data)) // stats
 	return v, len(data), true, nil
 }
 
@@ -288,10 +295,11 @@ func (c *SHM) Stage() Stage { return c.opts.StageID }
 // from->Stage(). With a wakeup FIFO it sleeps until a producer's put wakes
 // it; without one it polls with a bounded backoff. Either way it polls at
 // least every Options.PollInterval, so a lost wakeup only costs latency.
-func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
+func (c *SHM) Recv(ctx context.Context, from, key string) (payload any, size int, err error) {
 	if c.opts.StageID == NoStage {
 		return nil, 0, fmt.Errorf("connector: recv %q: %w: this connector has no Options.StageID", keys.Shorten(key), ErrBadStage)
 	}
+	defer c.stats.endRecv(c.stats.beginRecv(from, string(c.opts.StageID)), &err) // stats: waiters, wait time
 	ceiling := c.opts.PollInterval
 	if c.waiter == nil {
 		return c.recvPolling(ctx, from, key, ceiling)
@@ -356,6 +364,7 @@ func (c *SHM) getRing(from, to, key string, rd *descriptor.RingHandle) (any, int
 	if ok {
 		c.gets.Add(1)
 		c.ringGets.Add(1)
+		c.stats.got(from, to, PathRing, size) // stats
 	}
 	return v, size, ok, nil
 }

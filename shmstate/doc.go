@@ -15,6 +15,13 @@
 //   - per-key segments, only when asked (SegmentsOlderThan) and only when
 //     their lock can be taken without waiting.
 //
+// A Tracker scans repeatedly and adds what one scan cannot tell: how long
+// the oldest ready frame of each ring has waited, and the puts and claims
+// of each ring since its previous scan (Ring.Activity, Scope.Edges), for
+// `omnishm inspect --watch` and `omnishm exporter`. ScanRing reads one ring
+// file for a process that knows its own; State.Orphans counts what Prune
+// would consider.
+//
 // The per-key files are listed and swept by the segment package
 // (segment.Locks, segment.Sweep), which owns their lock protocol.
 //

@@ -53,7 +53,7 @@ func Prune(o PruneOptions) (Report, error) {
 	for _, sc := range st.Scopes {
 		dir := filepath.Join(o.Dir, sc.RingDir)
 		for _, r := range sc.Rings {
-			if r.Producer != Dead {
+			if !r.Orphaned() {
 				continue
 			}
 			path := filepath.Join(o.Dir, r.Name)
@@ -71,7 +71,7 @@ func Prune(o PruneOptions) (Report, error) {
 			note(Removal{Path: filepath.Join(dir, m), What: "marker", Reason: "ring file gone"}, removeStaleMarker(o, dir, m))
 		}
 		for _, f := range sc.FIFOs {
-			if f.Reader {
+			if !f.Orphaned() {
 				continue
 			}
 			note(Removal{Path: filepath.Join(sc.WakeDir, f.Name), What: "fifo", Reason: "no reader"}, removeFIFO(o, filepath.Join(sc.WakeDir, f.Name)))

@@ -29,3 +29,13 @@ func countFrames(frames []ring.FrameInfo) ringCounts {
 	}
 	return c
 }
+
+// marks keeps what a Tracker needs of each frame ring.Parse listed.
+func marks(frames []ring.FrameInfo) []frameMark {
+	out := make([]frameMark, len(frames))
+	for i, f := range frames {
+		out[i] = frameMark{pos: f.Position, total: f.Total, done: f.Done,
+			padding: f.Kind != ring.KindBytes && f.Kind != ring.KindTensors}
+	}
+	return out
+}

@@ -248,12 +248,40 @@ func inspectRing(path string, e entry, o Options) Ring {
 		return r
 	}
 	r.Used = info.Header.Head - info.Header.Tail
+	r.Head, r.Tail = info.Header.Head, info.Header.Tail
 	c := countFrames(info.Frames)
 	r.Ready, r.Done, r.ReadyKeys = c.ready, c.done, c.readyKeys
 	if err != nil {
 		r.Error = err.Error()
+		return r
 	}
+	r.read, r.frames = true, marks(info.Frames)
 	return r
+}
+
+// ScanRing reads one ring file as Scan does (never waiting on its lock),
+// given its path in o.Dir: for a process that knows its own rings and
+// would not list the directory. Its marker is looked up in the ring
+// directory its name belongs to. The error wraps fs.ErrNotExist when the
+// file is gone; a file that is not a ring of o.UID is an error too.
+func ScanRing(path string, o Options) (Ring, error) {
+	o = o.withDefaults()
+	name := filepath.Base(path)
+	rn, ok := scope.ParseRingName(o.UID, name)
+	if !ok {
+		return Ring{}, fmt.Errorf("shmstate: %s is not a ring name of uid %d", path, o.UID)
+	}
+	e := entry{name: name}
+	if err := unix.Lstat(path, &e.st); err != nil {
+		return Ring{}, fmt.Errorf("shmstate: %w", &os.PathError{Op: "lstat", Path: path, Err: err})
+	}
+	if !e.isRegular() || int(e.st.Uid) != o.UID {
+		return Ring{}, fmt.Errorf("shmstate: %s is not a regular file of uid %d", path, o.UID)
+	}
+	r := inspectRing(path, e, o)
+	var st unix.Stat_t
+	r.Marker = unix.Lstat(filepath.Join(filepath.Dir(path), rn.Dir, name), &st) == nil
+	return r, nil
 }
 
 // creatorLiveness reads the header of the ring file open at fd and judges

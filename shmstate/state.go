@@ -103,8 +103,23 @@ type Ring struct {
 	Done      int      `json:"done"`
 	ReadyKeys []string `json:"ready_keys"`
 	Age       Age      `json:"age_s"`
+	// Head and Tail are the header's positions as read under the lock
+	// (SPEC §3): head counts every byte ever put, tail every byte
+	// reclaimed. Zero when Busy.
+	Head uint64 `json:"head"`
+	Tail uint64 `json:"tail"`
+	// OldestReady is how long the oldest ready frame has been ready, as far
+	// as a Tracker can tell: since the first of its scans that saw it (a
+	// lower bound; frames carry no time). Zero from Scan alone.
+	OldestReady Age `json:"oldest_ready_s,omitempty"`
+	// Activity is what the ring did since a Tracker's previous scan; nil
+	// from Scan alone, on a Tracker's first scan, and while Busy.
+	Activity *Activity `json:"activity,omitempty"`
 	// Error describes a header or frame that does not follow SPEC §3.
 	Error string `json:"error,omitempty"`
+
+	read   bool        // head, tail and every frame were read
+	frames []frameMark // the live window, tail to head, for a Tracker
 }
 
 // FIFO is one wakeup FIFO W/{stage}_{uuid}.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"omnishm/shmstate"
 )
@@ -16,7 +17,7 @@ import (
 func init() {
 	register(command{
 		name:    "inspect",
-		usage:   "[--scope S | --all] [--key-prefix P] [--json]",
+		usage:   "[--scope S | --all] [--key-prefix P] [--json | --watch [INTERVAL]]",
 		summary: "show this user's rings, markers, FIFOs, segments and lock files in /dev/shm (read-only)",
 		run:     runInspect,
 	})
@@ -53,15 +54,36 @@ func runInspect(ctx context.Context, args []string, inv *invocation) int {
 	sel := declareScopeFlags(fs)
 	asJSON := fs.Bool("json", false, "print the state as one JSON object (rings: producer alive or dead by start time,\n"+
 		"capacity, bytes in use, ready and done frames; a ring whose lock is held is \"busy\", never waited on)")
+	watch := &watchFlag{interval: defaultWatchInterval}
+	fs.Var(watch, "watch", "redraw every INTERVAL (default 1s) until interrupted: edges with put and claim rates,\n"+
+		"rings with occupancy bars, dead producers in red (plain snapshots when not a terminal)")
 	if code, ok := inv.parse(fs, args); !ok {
 		return code
+	}
+	if watch.on && fs.NArg() > 0 {
+		// `--watch 2s`: a bool flag leaves its value to the arguments.
+		if d, err := time.ParseDuration(fs.Arg(0)); err == nil {
+			if d <= 0 {
+				return inv.usageError("--watch %v: want a positive interval", d)
+			}
+			watch.interval = d
+			if code, ok := inv.parse(fs, fs.Args()[1:]); !ok {
+				return code
+			}
+		}
 	}
 	if fs.NArg() > 0 {
 		return inv.usageError("unexpected arguments %q", fs.Args())
 	}
+	if watch.on && *asJSON {
+		return inv.usageError("--watch and --json exclude each other")
+	}
 	opts, code, ok := sel.options(inv)
 	if !ok {
 		return code
+	}
+	if watch.on {
+		return watchState(ctx, inv, opts, watch.interval)
 	}
 	st, err := shmstate.Scan(opts)
 	if err != nil {

@@ -1,0 +1,9 @@
+package metrics_test
+
+import (
+	"testing"
+
+	"omnishm/internal/shmtest"
+)
+
+func TestMain(m *testing.M) { shmtest.Main(m, nil) }
