@@ -74,9 +74,7 @@ func TestCancelAcrossImplementations(t *testing.T) {
 		for range 5 {
 			py.line(t)
 		}
-		if l := py.line(t); l != "ready" {
-			t.Fatal(l)
-		}
+		py.expect(t, "ready")
 		receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 		getEventually(t, receiver, k.probe, nil)
 		py.send(t, "cancel "+k.single)
@@ -109,9 +107,7 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 		pk2, "0", hexFile(t, plainBytes(t, plainPayload(2, false))))
 	pyRing := parseDesc(t, py.line(t), pk1).HostRing.Name
 	parseDesc(t, py.line(t), pk2)
-	if l := py.line(t); l != "ready" {
-		t.Fatal(l)
-	}
+	py.expect(t, "ready")
 	sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
 	gk1, gk2 := shmtest.Key("go1"), shmtest.Key("go2")
 	_, d, err := sender.Put("0", "1", gk1, tensorPayload(3))
@@ -151,11 +147,7 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 	if got := markers(t, s); len(got) != 1 || got[0] != pyRing {
 		t.Fatalf("markers after the Go producer closed: %v, want [%s]", got, pyRing)
 	}
-	py.send(t, "close")
-	if l := py.line(t); l != "closed" {
-		t.Fatal(l)
-	}
-	py.exit(t)
+	py.finish(t, "close")
 	absent(t, scope.Path(pyRing), names.RingDir())
 }
 
@@ -215,9 +207,7 @@ func TestQuarterCapacityBoundary(t *testing.T) {
 		if l := py.line(t); l != "null" {
 			t.Fatalf("Python took %d bytes under a %d-byte key: %s", payload, len(key)+1, l)
 		}
-		if l := py.line(t); l != "ready" {
-			t.Fatal(l)
-		}
+		py.expect(t, "ready")
 	})
 }
 
@@ -278,9 +268,7 @@ func TestCompetingReceiversClaimEachPublicationOnce(t *testing.T) {
 				args = append(args, "--segments")
 			}
 			py := startPeer(t, args...)
-			if l := py.line(t); l != "ready" {
-				t.Fatal(l)
-			}
+			py.expect(t, "ready")
 			py.send(t, "go")
 			byGo := map[string]any{}
 			for range 3 {

@@ -22,19 +22,20 @@ import (
 // decodeReceived decodes what the Python receiver claimed, by its kind.
 func decodeReceived(t *testing.T, r *received, data []byte) any {
 	t.Helper()
-	var (
-		v   any
-		err error
-	)
-	if r.Kind == int(ring.KindTensors) {
-		v, err = frame.Decode(data)
-	} else {
-		v, err = wire.Unmarshal(data)
-	}
+	v, err := decodeKind(r.Kind, data)
 	if err != nil {
 		t.Fatalf("decode what Python claimed (kind %d): %v", r.Kind, err)
 	}
 	return v
+}
+
+// decodeKind decodes a frame's payload by its ring kind (SPEC §3): the
+// tensor frame form or the plain wire form.
+func decodeKind(kind int, data []byte) (any, error) {
+	if kind == int(ring.KindTensors) {
+		return frame.Decode(data)
+	}
+	return wire.Unmarshal(data)
 }
 
 // A long-lived Python receiver caches the ring directory's stamp once it has
@@ -95,11 +96,7 @@ func TestPythonReceiverFollowsGoProducers(t *testing.T) {
 	}
 	claim(k4, tensorPayload(4))
 
-	py.send(t, "")
-	if l := py.line(t); l != "closed" {
-		t.Fatal(l)
-	}
-	py.exit(t)
+	py.finish(t, "")
 }
 
 // A Go receiver that already scanned an edge finds each new Python producer
@@ -114,19 +111,13 @@ func TestGoReceiverFollowsPythonProducers(t *testing.T) {
 		want := tensorPayload(int64(i))
 		py := startPeer(t, "put", s, "0", "1", key, "1", hexFile(t, frameBytes(t, want)))
 		parseDesc(t, py.line(t), key)
-		if l := py.line(t); l != "ready" {
-			t.Fatal(l)
-		}
+		py.expect(t, "ready")
 		got, _ := getEventually(t, receiver, key, nil)
 		checkTree(t, key, want, got)
 		producers = append(producers, py)
 	}
 	for _, py := range producers {
-		py.send(t, "close")
-		if l := py.line(t); l != "closed" {
-			t.Fatal(l)
-		}
-		py.exit(t)
+		py.finish(t, "close")
 	}
 	if got := markers(t, s); len(got) != 0 {
 		t.Fatalf("markers left after the producers closed: %v", got)
@@ -233,9 +224,7 @@ func TestWrapAround(t *testing.T) {
 			kind, data := wrapBytes(t, 0)
 			py := startPeer(t, "put", s, "0", "1", key, kind, hexFile(t, data), "--ring-bytes", strconv.Itoa(ringBytes))
 			d := parseDesc(t, py.line(t), key)
-			if l := py.line(t); l != "ready" {
-				t.Fatal(l)
-			}
+			py.expect(t, "ready")
 			if got := inspect(t, d.HostRing.Name).Header.Capacity; got != capacity {
 				t.Fatalf("Python ring capacity %d, want %d", got, capacity)
 			}
@@ -261,11 +250,7 @@ func TestWrapAround(t *testing.T) {
 				checkTree(t, key, wrapPayload(i), got)
 			}
 			gaps.check(t, capacity)
-			py.send(t, "close")
-			if l := py.line(t); l != "closed" {
-				t.Fatal(l)
-			}
-			py.exit(t)
+			py.finish(t, "close")
 		})
 	}
 }

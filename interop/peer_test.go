@@ -34,7 +34,30 @@ func pythonArgs(t *testing.T, args ...string) (string, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return python, append([]string{"-B", "-E", "-s", peer}, args...)
+	return python, append(append(pythonFlags[:len(pythonFlags):len(pythonFlags)], peer), args...)
+}
+
+// pythonFlags keep python3 from writing bytecode (-B) and from reading the
+// environment's or the user's site settings (-E -s).
+var pythonFlags = []string{"-B", "-E", "-s"}
+
+// runPython runs python with argv to completion (bounded by runLimit), with
+// stdin as its input, and returns its stdout; it fails the test, showing
+// stderr, unless the process exits 0.
+func runPython(t *testing.T, python string, argv []string, stdin []byte) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, argv...)
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python %v: %v; stderr:\n%s", argv, err, stderr.String())
+	}
+	return out
 }
 
 // lines is an io.Writer that hands each complete line to a channel.
@@ -154,6 +177,24 @@ func (p *pyPeer) send(t *testing.T, line string) {
 	}
 }
 
+// expect reads the peer's next stdout line and fails the test unless it is
+// want.
+func (p *pyPeer) expect(t *testing.T, want string) {
+	t.Helper()
+	if l := p.line(t); l != want {
+		t.Fatalf("peer %d printed %q, want %q", p.cmd.Process.Pid, l, want)
+	}
+}
+
+// finish sends the peer the line that closes its transport (cmd), waits for
+// its "closed" and for it to exit 0.
+func (p *pyPeer) finish(t *testing.T, cmd string) {
+	t.Helper()
+	p.send(t, cmd)
+	p.expect(t, "closed")
+	p.exit(t)
+}
+
 // exit waits for the peer to exit and fails the test unless it exited 0.
 func (p *pyPeer) exit(t *testing.T) {
 	t.Helper()
@@ -171,17 +212,7 @@ func (p *pyPeer) exit(t *testing.T) {
 func runPeer(t *testing.T, args ...string) string {
 	t.Helper()
 	python, argv := pythonArgs(t, args...)
-	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, argv...)
-	cmd.WaitDelay = 5 * time.Second
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("peer.py %v: %v; stderr:\n%s", args, err, stderr.String())
-	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(runPython(t, python, argv, nil)))
 }
 
 // received is what `peer.py get` and `segget` print for a claim.
@@ -244,9 +275,7 @@ func hexFile(t *testing.T, data []byte) string {
 func startServer(t *testing.T, s string) *pyPeer {
 	t.Helper()
 	p := startPeer(t, "serve", s, "0", "1")
-	if l := p.line(t); l != "ready" {
-		t.Fatalf("serve: %s", l)
-	}
+	p.expect(t, "ready")
 	return p
 }
 

@@ -10,13 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"omnishm/frame"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/internal/vectortest"
 	"omnishm/jsonform"
 	"omnishm/ring"
-	"omnishm/wire"
 )
 
 // seedFiles are where the project's shared folder (the seed) may be: beside
@@ -135,12 +133,7 @@ func TestRingVectorThroughPythonScan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got any
-		if f.Kind == int(ring.KindTensors) {
-			got, err = frame.Decode(data)
-		} else {
-			got, err = wire.Unmarshal(data)
-		}
+		got, err := decodeKind(f.Kind, data)
 		if err != nil {
 			t.Fatalf("%s: %v", f.Key, err)
 		}
@@ -187,9 +180,7 @@ func TestReferenceVectorsThroughPythonRing(t *testing.T) {
 			t.Fatalf("%s: not in the ring", v.key)
 		}
 	}
-	if l := py.line(t); l != "ready" {
-		t.Fatal(l)
-	}
+	py.expect(t, "ready")
 	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	for _, v := range all {
 		got, _ := getEventually(t, receiver, v.key, nil)
@@ -197,11 +188,7 @@ func TestReferenceVectorsThroughPythonRing(t *testing.T) {
 			t.Errorf("%s (kind %s): %v", v.c.Name, v.kind, err)
 		}
 	}
-	py.send(t, "close")
-	if l := py.line(t); l != "closed" {
-		t.Fatal(l)
-	}
-	py.exit(t)
+	py.finish(t, "close")
 }
 
 // printsAs reports whether got prints in the JSON form (SPEC §10) as the

@@ -59,9 +59,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 		}
 		descs[key], ringName = d, d.HostRing.Name
 	}
-	if l := py.line(t); l != "ready" {
-		t.Fatal(l)
-	}
+	py.expect(t, "ready")
 	if got := markers(t, s); len(got) != 1 || got[0] != ringName {
 		t.Fatalf("markers %v, want [%s]", got, ringName)
 	}
@@ -102,11 +100,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 		}
 	}
 
-	py.send(t, "close")
-	if l := py.line(t); l != "closed" {
-		t.Fatal(l)
-	}
-	py.exit(t)
+	py.finish(t, "close")
 	absent(t, scope.Path(ringName), scope.New(s).RingDir())
 }
 
@@ -215,9 +209,7 @@ func TestStaleDescriptor(t *testing.T) {
 			key, "0", hexFile(t, plainBytes(t, plainPayload(1, false))),
 			key, "1", hexFile(t, frameBytes(t, tensorPayload(2))))
 		first, second := parseDesc(t, py.line(t), key), parseDesc(t, py.line(t), key)
-		if l := py.line(t); l != "ready" {
-			t.Fatal(l)
-		}
+		py.expect(t, "ready")
 		receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 		missing(t, receiver, key, first)
 		got, _ := getEventually(t, receiver, key, second)
@@ -237,9 +229,7 @@ func TestDeadPythonProducer(t *testing.T) {
 		dead, "1", hexFile(t, frameBytes(t, tensorPayload(2))))
 	parseDesc(t, py.line(t), alive)
 	deadDesc := parseDesc(t, py.line(t), dead)
-	if l := py.line(t); l != "ready" {
-		t.Fatal(l)
-	}
+	py.expect(t, "ready")
 	attached := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	got, _ := getEventually(t, attached, alive, nil)
 	checkTree(t, alive, plainPayload(1, false), got)

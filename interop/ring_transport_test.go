@@ -126,9 +126,7 @@ func TestPythonRingProducerToGoRingTransport(t *testing.T) {
 		return parseRing(key)
 	}
 	firstDesc := parseRing(first)
-	if l := py.line(t); l != "ready" {
-		t.Fatal(l)
-	}
+	py.expect(t, "ready")
 	r := newRing(t, s, 4096)
 	if got := ringGet(t, r, first, &firstDesc); !bytes.Equal(got, codes(0)) {
 		t.Fatalf("first: got %x", got)

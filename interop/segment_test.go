@@ -2,7 +2,6 @@ package interop
 
 import (
 	"bytes"
-	"context"
 	"os/exec"
 	"testing"
 
@@ -117,11 +116,7 @@ func TestPythonSegmentToGo(t *testing.T) {
 			if r, _ := parseReceived(t, runPeer(t, "segget", key, "--timeout", "0")); r != nil {
 				t.Fatalf("Python claimed it again: %+v", r)
 			}
-			py.send(t, "close")
-			if l := py.line(t); l != "closed" {
-				t.Fatal(l)
-			}
-			py.exit(t)
+			py.finish(t, "close")
 			absent(t, scope.Path(key), lockPath(key))
 		})
 	}
@@ -173,17 +168,8 @@ func pythonScript(t *testing.T, script string, stdin []byte, args ...string) []b
 	if err != nil || exec.Command(python, "-c", "import multiprocessing.shared_memory").Run() != nil {
 		t.Skip("python3 with multiprocessing.shared_memory not available")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, append([]string{"-B", "-E", "-s", "-c", script}, args...)...)
-	cmd.Stdin = bytes.NewReader(stdin)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("python: %v\n%s", err, stderr.String())
-	}
-	return out
+	argv := append(append(pythonFlags[:len(pythonFlags):len(pythonFlags)], "-c", script), args...)
+	return runPython(t, python, argv, stdin)
 }
 
 // The segment package against multiprocessing.shared_memory: a Python
