@@ -438,27 +438,9 @@ func chunkTensor[T tensor.Element](chunk map[string]any, path ...string) ([]T, e
 	return tensor.Values[T](t)
 }
 
-// asInt reads an integer a msgpack or JSON decoder produced.
+// asInt reads an integer as the wire decoder hands it over: an int64, or a
+// uint64 for what int64 cannot hold (never a demo stamp).
 func asInt(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int:
-		return int64(n), true
-	case int8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case uint8:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case uint64:
-		return int64(n), true
-	}
-	return 0, false
+	n, ok := v.(int64)
+	return n, ok
 }
