@@ -83,36 +83,45 @@ func TestRejected(t *testing.T) {
 		return "connectors:\n  shm:\n    name: SharedMemoryConnector\n" + body
 	}
 	extra := func(field string) string { return conn("    extra:\n      " + field + "\n") }
-	cases := []struct {
-		name, yaml, field, says string
-	}{
-		{"ring too small", extra("host_ring_bytes: 100"), "connectors.shm.extra.host_ring_bytes", "100 is outside 0 or 4096..67108864"},
-		{"ring too big", extra("host_ring_bytes: 67108865"), "connectors.shm.extra.host_ring_bytes", "outside"},
-		{"ring negative", extra("host_ring_bytes: -4096"), "connectors.shm.extra.host_ring_bytes", "outside"},
-		{"ring huge", extra("host_ring_bytes: 99999999999999999999"), "connectors.shm.extra.host_ring_bytes", ""},
-		{"ring string", extra(`host_ring_bytes: "4096"`), "connectors.shm.extra.host_ring_bytes", "must be an integer"},
-		{"ring float", extra("host_ring_bytes: 4096.0"), "connectors.shm.extra.host_ring_bytes", "must be an integer"},
-		{"ring bool", extra("host_ring_bytes: true"), "connectors.shm.extra.host_ring_bytes", "must be an integer"},
-		{"stage negative", extra("stage_id: -1"), "connectors.shm.extra.stage_id", "negative"},
-		{"stage string", extra("stage_id: one"), "connectors.shm.extra.stage_id", "must be an integer"},
-		{"stage list", extra("stage_id: [1]"), "connectors.shm.extra.stage_id", "got a list"},
-		{"scope number", extra("wakeup_scope: 42"), "connectors.shm.extra.wakeup_scope", "quote it"},
-		{"scope empty", extra(`wakeup_scope: ""`), "connectors.shm.extra.wakeup_scope", "empty"},
-		{"scope mapping", extra("wakeup_scope: {a: 1}"), "connectors.shm.extra.wakeup_scope", "got a mapping"},
-		{"unknown extra", extra("host_ring: 4096"), "connectors.shm.extra.host_ring", "unknown field"},
-		{"repeated extra", extra("stage_id: 1\n      stage_id: 2"), "connectors.shm.extra.stage_id", "repeated"},
-		{"extra list", conn("    extra: [1]\n"), "connectors.shm.extra", "must be a mapping"},
-		{"unknown connector field", conn("    kind: x\n"), "connectors.shm.kind", "unknown field"},
-		{"unknown name", "connectors:\n  m:\n    name: MooncakeConnector\n", "connectors.m.name", `unknown connector "MooncakeConnector"`},
-		{"missing name", "connectors:\n  m:\n    extra: {}\n", "connectors.m.name", "missing"},
-		{"name number", "connectors:\n  m:\n    name: 7\n", "connectors.m.name", "must be a string"},
-		{"connector scalar", "connectors:\n  m: SharedMemoryConnector\n", "connectors.m", "must be a mapping"},
-		{"connectors list", "connectors: [a]\n", "connectors", "must be a mapping"},
-		{"no connectors", "other: 1\n", "connectors", "missing"},
-		{"empty file", "", "connectors", "missing"},
-		{"not a mapping", "- a\n", "(document)", "must be a mapping"},
-		{"bad yaml", "connectors: {", "", "yaml"},
-	}
+	checkRejected(t, []rejected{
+		{"ring too small", extra("host_ring_bytes: 100"), "connectors.shm.extra.host_ring_bytes", "100 is outside 0 or 4096..67108864", 0},
+		{"ring too big", extra("host_ring_bytes: 67108865"), "connectors.shm.extra.host_ring_bytes", "outside", 0},
+		{"ring negative", extra("host_ring_bytes: -4096"), "connectors.shm.extra.host_ring_bytes", "outside", 0},
+		{"ring huge", extra("host_ring_bytes: 99999999999999999999"), "connectors.shm.extra.host_ring_bytes", "", 0},
+		{"ring string", extra(`host_ring_bytes: "4096"`), "connectors.shm.extra.host_ring_bytes", "must be an integer", 0},
+		{"ring float", extra("host_ring_bytes: 4096.0"), "connectors.shm.extra.host_ring_bytes", "must be an integer", 0},
+		{"ring bool", extra("host_ring_bytes: true"), "connectors.shm.extra.host_ring_bytes", "must be an integer", 0},
+		{"stage negative", extra("stage_id: -1"), "connectors.shm.extra.stage_id", "negative", 0},
+		{"stage string", extra("stage_id: one"), "connectors.shm.extra.stage_id", "must be an integer", 0},
+		{"stage list", extra("stage_id: [1]"), "connectors.shm.extra.stage_id", "got a list", 0},
+		{"scope number", extra("wakeup_scope: 42"), "connectors.shm.extra.wakeup_scope", "quote it", 0},
+		{"scope empty", extra(`wakeup_scope: ""`), "connectors.shm.extra.wakeup_scope", "empty", 0},
+		{"scope mapping", extra("wakeup_scope: {a: 1}"), "connectors.shm.extra.wakeup_scope", "got a mapping", 0},
+		{"unknown extra", extra("host_ring: 4096"), "connectors.shm.extra.host_ring", "unknown field", 0},
+		{"repeated extra", extra("stage_id: 1\n      stage_id: 2"), "connectors.shm.extra.stage_id", "repeated", 0},
+		{"extra list", conn("    extra: [1]\n"), "connectors.shm.extra", "must be a mapping", 0},
+		{"unknown connector field", conn("    kind: x\n"), "connectors.shm.kind", "unknown field", 0},
+		{"unknown name", "connectors:\n  m:\n    name: MooncakeConnector\n", "connectors.m.name", `unknown connector "MooncakeConnector"`, 0},
+		{"missing name", "connectors:\n  m:\n    extra: {}\n", "connectors.m.name", "missing", 0},
+		{"name number", "connectors:\n  m:\n    name: 7\n", "connectors.m.name", "must be a string", 0},
+		{"connector scalar", "connectors:\n  m: SharedMemoryConnector\n", "connectors.m", "must be a mapping", 0},
+		{"connectors list", "connectors: [a]\n", "connectors", "must be a mapping", 0},
+		{"no connectors", "other: 1\n", "connectors", "missing", 0},
+		{"empty file", "", "connectors", "missing", 0},
+		{"not a mapping", "- a\n", "(document)", "must be a mapping", 0},
+		{"bad yaml", "connectors: {", "", "yaml", 0},
+	})
+}
+
+// rejected is a document Parse must refuse with an ErrInvalid naming field
+// and saying says, at line when that is not 0.
+type rejected struct {
+	name, yaml, field, says string
+	line                    int
+}
+
+func checkRejected(t *testing.T, cases []rejected) {
+	t.Helper()
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml))
 		if err == nil {
@@ -125,6 +134,9 @@ func TestRejected(t *testing.T) {
 		msg := err.Error()
 		if !strings.Contains(msg, c.field+": ") || !strings.Contains(msg, c.says) {
 			t.Errorf("%s: %q does not name %q with %q", c.name, msg, c.field, c.says)
+		}
+		if c.line != 0 && !strings.Contains(msg, "line "+strconv.Itoa(c.line)+":") {
+			t.Errorf("%s: %q is not at line %d", c.name, msg, c.line)
 		}
 	}
 }
@@ -254,10 +266,7 @@ func TestNatsRejected(t *testing.T) {
 	extra := func(field string) string {
 		return "connectors:\n  n:\n    name: NatsConnector\n    extra:\n      " + field + "\n"
 	}
-	cases := []struct {
-		name, yaml, field, says string
-		line                    int
-	}{
+	checkRejected(t, []rejected{
 		{"ring setting", extra("host_ring_bytes: 4096"), "connectors.n.extra.host_ring_bytes", "unknown field of a NatsConnector (known: url,", 5},
 		{"scope setting", extra("wakeup_scope: x"), "connectors.n.extra.wakeup_scope", "unknown field", 5},
 		{"url empty", extra(`url: ""`), "connectors.n.extra.url", "empty", 5},
@@ -277,17 +286,5 @@ func TestNatsRejected(t *testing.T) {
 		{"stage negative", extra("stage_id: -2"), "connectors.n.extra.stage_id", "negative", 5},
 		{"nats setting on shm", "connectors:\n  s:\n    name: SharedMemoryConnector\n    extra: {url: nats://x}\n",
 			"connectors.s.extra.url", "unknown field of a SharedMemoryConnector (known: host_ring_bytes, wakeup_scope, stage_id)", 4},
-	}
-	for _, c := range cases {
-		_, err := Parse([]byte(c.yaml))
-		if err == nil {
-			t.Errorf("%s: accepted", c.name)
-			continue
-		}
-		msg := err.Error()
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(msg, c.field+": ") || !strings.Contains(msg, c.says) ||
-			!strings.Contains(msg, "line "+strconv.Itoa(c.line)+":") {
-			t.Errorf("%s: %q does not name %q at line %d with %q", c.name, msg, c.field, c.line, c.says)
-		}
-	}
+	})
 }
