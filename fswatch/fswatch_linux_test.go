@@ -157,9 +157,7 @@ func TestBackgroundReaderSeesChange(t *testing.T) {
 	dir := t.TempDir()
 	x := add(t, w, dir)
 	e := x.Epoch()
-	if err := os.WriteFile(filepath.Join(dir, "f"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.WriteFile(t, filepath.Join(dir, "f"), nil)
 	select {
 	case <-w.C():
 	case <-time.After(patience):
@@ -178,9 +176,7 @@ func TestSyncAppliesQueuedEvents(t *testing.T) {
 		dir := t.TempDir()
 		x := add(t, w, dir)
 		e := x.Epoch()
-		if err := os.WriteFile(filepath.Join(dir, "f"), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		shmtest.WriteFile(t, filepath.Join(dir, "f"), nil)
 		if !background && x.Epoch() != e {
 			t.Fatal("a passive watcher moved without Sync")
 		}
