@@ -53,13 +53,9 @@ type fixture struct {
 
 func touch(t *testing.T, path string, data []byte, age time.Duration, now time.Time) {
 	t.Helper()
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.WriteFile(t, path, data)
 	if age > 0 {
-		if err := os.Chtimes(path, now.Add(-age), now.Add(-age)); err != nil {
-			t.Fatal(err)
-		}
+		shmtest.SetMtime(t, path, now.Add(-age))
 	}
 }
 
