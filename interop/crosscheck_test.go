@@ -143,12 +143,12 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 	if err := sender.Close(); err != nil {
 		t.Fatal(err)
 	}
-	absent(t, scope.Path(goRing), filepath.Join(names.RingDir(), goRing))
+	shmtest.AssertAbsent(t, scope.Path(goRing), filepath.Join(names.RingDir(), goRing))
 	if got := markers(t, s); len(got) != 1 || got[0] != pyRing {
 		t.Fatalf("markers after the Go producer closed: %v, want [%s]", got, pyRing)
 	}
 	py.finish(t, "close")
-	absent(t, scope.Path(pyRing), names.RingDir())
+	shmtest.AssertAbsent(t, scope.Path(pyRing), names.RingDir())
 }
 
 func checkMode(t *testing.T, path string, want os.FileMode) {

@@ -309,5 +309,5 @@ func TestPythonChecksGoCreatorStart(t *testing.T) {
 	if err := sender.Close(); err != nil {
 		t.Fatalf("Go close after the marker was pruned: %v", err)
 	}
-	absent(t, path, scope.New(s).RingDir())
+	shmtest.AssertAbsent(t, path, scope.New(s).RingDir())
 }

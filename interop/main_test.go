@@ -11,6 +11,7 @@ import (
 	"omnishm/connector"
 	"omnishm/descriptor"
 	"omnishm/frame"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
 	"omnishm/tensor"
@@ -183,12 +184,10 @@ func getEventually(t *testing.T, c *connector.SHM, key string, d *connector.Desc
 	return v, size
 }
 
+// missing asserts a miss of key on edge 0->1.
 func missing(t *testing.T, c *connector.SHM, key string, d *connector.Descriptor) {
 	t.Helper()
-	v, _, ok, err := c.Get("0", "1", key, d)
-	if err != nil || ok {
-		t.Fatalf("get %q (descriptor %v): want a miss, got ok=%v v=%v err=%v", key, d, ok, v, err)
-	}
+	conntest.Missing(t, c, "0", "1", key, d)
 }
 
 func parseDesc(t *testing.T, line, key string) *connector.Descriptor {
@@ -198,15 +197,6 @@ func parseDesc(t *testing.T, line, key string) *connector.Descriptor {
 		t.Fatalf("descriptor %q: %v", line, err)
 	}
 	return d
-}
-
-func absent(t *testing.T, paths ...string) {
-	t.Helper()
-	for _, p := range paths {
-		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s still exists (%v)", p, err)
-		}
-	}
 }
 
 func waitAbsent(t *testing.T, what string, paths ...string) {

@@ -101,7 +101,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 	}
 
 	py.finish(t, "close")
-	absent(t, scope.Path(ringName), scope.New(s).RingDir())
+	shmtest.AssertAbsent(t, scope.Path(ringName), scope.New(s).RingDir())
 }
 
 // A Go producer's rings are read by the seed's Python receiver: discovery of
@@ -281,7 +281,7 @@ func TestKilledGoProducer(t *testing.T) {
 	}
 	// Discovery pruned the marker, and the Python receiver's close removed
 	// the then empty ring directory.
-	absent(t, scope.New(s).RingDir())
+	shmtest.AssertAbsent(t, scope.New(s).RingDir())
 	waitAbsent(t, "the watchdog to remove the killed producer's ring", scope.Path(deadDesc.HostRing.Name))
 }
 
@@ -306,5 +306,5 @@ func TestNoScopeMeansTheParentPid(t *testing.T) {
 	if err := p.Wait(t, wait); err != nil {
 		t.Fatal(err)
 	}
-	absent(t, scope.Path(d.HostRing.Name), names.RingDir())
+	shmtest.AssertAbsent(t, scope.Path(d.HostRing.Name), names.RingDir())
 }

@@ -58,7 +58,7 @@ func TestGoSegmentToPython(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkTree(t, key, c.want, got)
-			absent(t, scope.Path(key), lockPath(key))
+			shmtest.AssertAbsent(t, scope.Path(key), lockPath(key))
 			missing(t, receiver, key, nil)
 			missing(t, receiver, key, &d)
 		})
@@ -111,13 +111,13 @@ func TestPythonSegmentToGo(t *testing.T) {
 				t.Fatalf("size %d, want the payload's %d", size, len(data))
 			}
 			checkTree(t, key, want, got)
-			absent(t, scope.Path(key), lockPath(key))
+			shmtest.AssertAbsent(t, scope.Path(key), lockPath(key))
 			missing(t, receiver, key, nil)
 			if r, _ := parseReceived(t, runPeer(t, "segget", key, "--timeout", "0")); r != nil {
 				t.Fatalf("Python claimed it again: %+v", r)
 			}
 			py.finish(t, "close")
-			absent(t, scope.Path(key), lockPath(key))
+			shmtest.AssertAbsent(t, scope.Path(key), lockPath(key))
 		})
 	}
 }
@@ -186,7 +186,7 @@ func TestSegmentPackageWithPython(t *testing.T) {
 			if err != nil || !ok || !bytes.Equal(got, data) {
 				t.Fatalf("size %d wrapped %s: Go claimed %d bytes, ok=%v err=%v", size, wrapped, len(got), ok, err)
 			}
-			absent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
+			shmtest.AssertAbsent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
 		}
 
 		key := shmtest.Key("topy")
@@ -198,7 +198,7 @@ func TestSegmentPackageWithPython(t *testing.T) {
 		if got := pythonScript(t, pythonSegGet, nil, key); !bytes.Equal(got, data) {
 			t.Fatalf("size %d: Python read %d different bytes", size, len(got))
 		}
-		absent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
+		shmtest.AssertAbsent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
 		if claimed, err := p.Claimed(d); !claimed || err != nil {
 			t.Fatalf("Claimed after Python read it: %v, %v", claimed, err)
 		}
