@@ -1,8 +1,8 @@
 package segment
 
 import (
-	"errors"
 	"fmt"
+	"os"
 
 	"omnishm/descriptor"
 	"omnishm/keys"
@@ -16,7 +16,10 @@ import (
 // in any process can get the same publication, and data is a new slice the
 // caller owns (the payload, unwrapped from the OMNIIPC1 form if present).
 // A segment that was claimed but is corrupt is removed and reported as an
-// error wrapping ErrCorrupt. A bad key is an error wrapping keys.ErrBadKey.
+// error wrapping ErrCorrupt. Only this user's regular files are taken: a
+// symlink, a FIFO or another user's file at the segment's or the lock
+// file's name is an error wrapping ErrUnsafe, with nothing read or removed.
+// A bad key is an error wrapping keys.ErrBadKey.
 func Claim(dir, key string) (data []byte, ok bool, err error) {
 	if err := keys.Check(key); err != nil {
 		return nil, false, err
@@ -29,11 +32,14 @@ func Claim(dir, key string) (data []byte, ok bool, err error) {
 		return nil, false, missOr(err)
 	}
 	lockPath := dir + "/" + scope.LockName(key)
-	fd, _, err := lockFile(lockPath, false)
+	fd, lock, err := lockFile(lockPath, false)
 	if err != nil {
 		return nil, false, missOr(err)
 	}
 	defer closeFD(fd)
+	if lock.uid != os.Geteuid() {
+		return nil, false, claimError(pathError("lock", lockPath, foreign(lock.uid)))
+	}
 	raw, err := readSegment(seg)
 	if err != nil {
 		return nil, false, missOr(err)
@@ -62,7 +68,7 @@ func ClaimDescriptor(dir string, d descriptor.ShmHandle) ([]byte, bool, error) {
 
 // missOr turns the "not now" outcomes into a miss and wraps the rest.
 func missOr(err error) error {
-	if errors.Is(err, errGone) || errors.Is(err, errBusy) || errors.Is(err, errReplaced) {
+	if notNow(err) == nil {
 		return nil
 	}
 	return claimError(err)
