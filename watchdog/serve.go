@@ -7,11 +7,16 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"omnishm/internal/reexec"
+	"omnishm/ring"
+	"omnishm/scope"
+	"omnishm/segment"
 )
 
 // role is the watchdog's name among the roles a binary can be re-executed
@@ -28,7 +33,7 @@ func init() {
 const pruneMin = 1024
 
 // serve is the watchdog: it applies commands from in until end of file and
-// then unlinks what is still tracked.
+// then removes what is still tracked.
 func serve(in io.Reader, hello io.Writer) int {
 	// The owner's Ctrl-C or group kill must not stop the cleanup; end of
 	// file on the pipe is the only way out (besides SIGKILL).
@@ -57,14 +62,60 @@ func serve(in io.Reader, hello io.Writer) int {
 			pruneAt = max(pruneMin, 2*len(reg))
 		}
 	}
-	for path, id := range reg {
-		if now, ok := identify(path); ok && now == id {
-			if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
-				fmt.Fprintf(os.Stderr, "omnishm watchdog: unlink %s: %v\n", path, err)
+	cleanup(reg)
+	return 0
+}
+
+// cleanup removes what the dead owner left, in an order that keeps each
+// step safe: the files it named by identity (rings, segments, FIFOs); then
+// what is left of its per-key publications, judged under each key's lock
+// (segment.RemoveAbandoned: lock files, and a segment it died creating);
+// then stale ring markers and the directories it used, if empty.
+func cleanup(reg registry) {
+	var dirs []string
+	for path, e := range reg {
+		if e.known {
+			if now, ok := identify(path); ok && now == e.id {
+				if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
+					warn("unlink %s: %v", path, err)
+				}
+			}
+		}
+		if e.dir {
+			dirs = append(dirs, path)
+		}
+	}
+	for path, e := range reg {
+		if e.segment {
+			if _, err := segment.RemoveAbandoned(filepath.Dir(path), filepath.Base(path)); err != nil {
+				warn("%v", err)
 			}
 		}
 	}
-	return 0
+	// Children before their parents.
+	slices.SortFunc(dirs, func(a, b string) int { return len(b) - len(a) })
+	for _, dir := range dirs {
+		if filepath.Dir(dir) == scope.ShmDir && scope.IsRingDirName(os.Getuid(), filepath.Base(dir)) {
+			// The markers of the rings just unlinked, removed with the
+			// registry stamp update receivers cache discovery on (SPEC §7).
+			// TODO(ring): remove exactly this owner's markers by name once
+			// ring exports its registry update, rather than pruning the
+			// scope (which removes only what is provably stale anyway).
+			if _, err := ring.Prune(scope.Names{RingDirName: filepath.Base(dir)}); err != nil {
+				warn("%v", err)
+			}
+		}
+		switch err := unix.Rmdir(dir); err {
+		case nil, unix.ENOENT, unix.ENOTEMPTY, unix.EEXIST:
+		default:
+			warn("rmdir %s: %v", dir, err)
+		}
+	}
+}
+
+// warn reports a failure on the watchdog's stderr (its owner is gone).
+func warn(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "omnishm watchdog: "+format+"\n", a...)
 }
 
 // identify returns the identity of the file at path, not following links.
