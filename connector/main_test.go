@@ -21,6 +21,8 @@ func TestMain(m *testing.M) {
 		"producer": roleProducer,
 		"receiver": roleReceiver,
 		"recv":     roleRecv,
+		"pending":  rolePending,
+		"flood":    roleFlood,
 	})
 }
 
