@@ -88,7 +88,7 @@ func TestRecvPastAPlantedSymlink(t *testing.T) {
 	receiver, warns := openWarned(t, s, "1", connector.NoRing)
 	key := shmtest.Key("planted-recv")
 	target := shmtest.WriteFile(t, scope.Path(key)+".target", []byte("\xa5their"))
-	t.Cleanup(func() { os.Remove(target) })
+	t.Cleanup(func() { os.Remove(target); os.Remove(scope.Path(key)) })
 	if err := os.Symlink(target, scope.Path(key)); err != nil {
 		t.Fatal(err)
 	}
