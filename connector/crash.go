@@ -13,7 +13,8 @@ import (
 // process killed by SIGKILL leaves nothing in /dev/shm: its rings (and,
 // through ring.Prune, their markers), its pending segments and their lock
 // files, the segment it was writing, its FIFO and the directories it made
-// if they are empty.
+// if they are empty; and, for a receiver, the lock file of a segment it
+// was claiming.
 
 func (c *SHM) track(path string)        { c.watched(watchdog.Default().Track(path)) }
 func (c *SHM) trackSegment(path string) { c.watched(watchdog.Default().TrackSegment(path)) }

@@ -32,6 +32,7 @@ type SHM struct {
 
 	ring     *ring.Transport
 	segments *segment.Producer
+	claimer  segment.Claimer
 	notifier *wake.Notifier // nil when wakeups are off
 	waiter   *wake.Receiver // nil without a numeric stage or wakeups
 
@@ -67,6 +68,7 @@ func Open(opts Options) (*SHM, error) {
 		return nil, fmt.Errorf("connector: open: %w", err)
 	}
 	c.segments = segment.NewProducer(segment.Options{WillCreate: c.trackSegment, OnCreate: c.track, OnRemove: c.forget})
+	c.claimer = segment.Claimer{Dir: scope.ShmDir, WillRemove: c.trackSegment, OnRemove: c.forget}
 	if !opts.DisableWakeups && wake.Enabled() {
 		c.notifier = wake.NewNotifier(c.names.WakeDir)
 		if opts.StageID != NoStage {
@@ -226,7 +228,7 @@ func (c *SHM) Get(from, to, key string, desc *Descriptor) (any, int, bool, error
 	if v, size, ok, err := c.getRing(from, to, key, rd); ok || err != nil || rd != nil {
 		return v, size, ok, err
 	}
-	data, ok, err := segment.Claim(scope.ShmDir, key)
+	data, ok, err := c.claimer.Claim(key)
 	if err != nil && !c.missUnsafe(key, err) {
 		return nil, 0, false, keyError("get", key, err)
 	}

@@ -215,3 +215,37 @@ func TestClaimRefusesUnsafeFiles(t *testing.T) {
 		})
 	}
 }
+
+// A Claimer names the segment to a crash watchdog for exactly the window
+// in which the receiver's death would leave its lock file behind.
+func TestClaimerHooksSpanTheUnlinks(t *testing.T) {
+	dir := t.TempDir()
+	key := "claimed"
+	seg, lock := dir+"/"+key, dir+"/"+scope.LockName(key)
+	var events []string
+	look := func(event string) {
+		events = append(events, event)
+		for _, path := range []string{seg, lock} {
+			if _, err := os.Lstat(path); err != nil {
+				events = append(events, "no "+path)
+			}
+		}
+	}
+	c := Claimer{
+		Dir:        dir,
+		WillRemove: func(path string) { look("will remove " + path) },
+		OnRemove:   func(path string) { look("removed " + path) },
+	}
+	if _, ok, err := c.Claim(key); ok || err != nil || len(events) > 0 {
+		t.Fatalf("a miss: ok=%v err=%v hooks %q", ok, err, events)
+	}
+	p := NewProducer(Options{Dir: dir})
+	defer p.Close()
+	mustPut(t, p, key, []byte("payload"))
+	if data, ok, err := c.Claim(key); !ok || err != nil || string(data) != "payload" {
+		t.Fatalf("claim: %q ok=%v err=%v", data, ok, err)
+	}
+	if want := []string{"will remove " + seg, "removed " + seg, "no " + seg, "no " + lock}; !slices.Equal(events, want) {
+		t.Fatalf("hooks saw %q, want %q", events, want)
+	}
+}

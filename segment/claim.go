@@ -21,9 +21,31 @@ import (
 // file's name is an error wrapping ErrUnsafe, with nothing read or removed.
 // A bad key is an error wrapping keys.ErrBadKey.
 func Claim(dir, key string) (data []byte, ok bool, err error) {
+	return Claimer{Dir: dir}.Claim(key)
+}
+
+// Claimer claims publications as Claim does, and tells a crash watchdog
+// (package watchdog) about the one moment a receiver's death would leave a
+// file behind: between unlinking a segment and unlinking its lock file.
+// The zero Claimer claims from DefaultDir without hooks.
+type Claimer struct {
+	// Dir holds segments and lock files; empty means DefaultDir.
+	Dir string
+	// WillRemove is called with the segment's path, under the key's lock,
+	// just before the segment is unlinked, and OnRemove once Claim is past
+	// the unlinks: a watchdog that tracks the key in between
+	// (watchdog.TrackSegment) removes the lock file if this process dies
+	// there. Neither is called on a miss.
+	WillRemove func(path string)
+	OnRemove   func(path string)
+}
+
+// Claim is the package's Claim from c.Dir, with c's hooks.
+func (c Claimer) Claim(key string) (data []byte, ok bool, err error) {
 	if err := keys.Check(key); err != nil {
 		return nil, false, err
 	}
+	dir := c.Dir
 	if dir == "" {
 		dir = DefaultDir
 	}
@@ -46,6 +68,12 @@ func Claim(dir, key string) (data []byte, ok bool, err error) {
 	}
 	// Unlink the segment first: once it is gone no one else can claim it,
 	// then the lock file while still holding it (SPEC §6).
+	if c.WillRemove != nil {
+		c.WillRemove(seg)
+	}
+	if c.OnRemove != nil {
+		defer c.OnRemove(seg)
+	}
 	if _, err := remove(seg); err != nil {
 		return nil, false, claimError(err)
 	}
