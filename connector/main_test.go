@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 		"recv":     roleRecv,
 		"pending":  rolePending,
 		"flood":    roleFlood,
+
+		"soakproducer": roleSoakProducer,
+		"soakreceiver": roleSoakReceiver,
 	})
 }
 
