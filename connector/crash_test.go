@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -55,32 +54,8 @@ func childFailed(err error) int {
 }
 
 // scopeFiles lists what is in /dev/shm of names and of keys starting with
-// prefix: rings, the ring directory and its markers, the wake directory and
-// its FIFOs, segments and lock files.
-func scopeFiles(names scope.Names, prefix string) []string {
-	var left []string
-	for _, dir := range []string{names.RingDir(), names.WakeDir} {
-		entries, err := os.ReadDir(dir)
-		if err == nil {
-			left = append(left, dir)
-		}
-		for _, e := range entries {
-			left = append(left, dir+"/"+e.Name())
-		}
-	}
-	entries, _ := os.ReadDir(scope.ShmDir)
-	for _, e := range entries {
-		n := e.Name()
-		key, isLock := scope.LockKey(n)
-		if !isLock {
-			key = n
-		}
-		if strings.HasPrefix(n, names.RingPrefix()) || strings.HasPrefix(key, prefix) {
-			left = append(left, scope.Path(n))
-		}
-	}
-	return left
-}
+// prefix.
+func scopeFiles(names scope.Names, prefix string) []string { return conntest.Files(names, prefix) }
 
 func TestKilledProcessLeavesNothing(t *testing.T) {
 	for _, c := range []struct {
