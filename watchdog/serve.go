@@ -100,7 +100,8 @@ func cleanup(reg registry) {
 			// registry stamp update receivers cache discovery on (SPEC §7).
 			// TODO(ring): remove exactly this owner's markers by name once
 			// ring exports its registry update, rather than pruning the
-			// scope (which removes only what is provably stale anyway).
+			// scope: Prune also removes other dead producers' rings, and
+			// takes a start time it cannot read for a dead producer.
 			if _, err := ring.Prune(scope.Names{RingDirName: filepath.Base(dir)}); err != nil {
 				warn("%v", err)
 			}
