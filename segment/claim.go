@@ -68,11 +68,16 @@ func (c Claimer) Claim(key string) (data []byte, ok bool, err error) {
 	}
 	// Unlink the segment first: once it is gone no one else can claim it,
 	// then the lock file while still holding it (SPEC §6).
-	if c.WillRemove != nil {
-		c.WillRemove(seg)
-	}
-	if c.OnRemove != nil {
-		defer c.OnRemove(seg)
+	if c.WillRemove != nil || c.OnRemove != nil {
+		// The hooks get a path of their own: seg stays off the heap on the
+		// miss path.
+		path := dir + "/" + key
+		if c.WillRemove != nil {
+			c.WillRemove(path)
+		}
+		if c.OnRemove != nil {
+			defer c.OnRemove(path)
+		}
 	}
 	if _, err := remove(seg); err != nil {
 		return nil, false, claimError(err)
