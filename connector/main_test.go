@@ -21,6 +21,11 @@ func TestMain(m *testing.M) {
 		"producer": roleProducer,
 		"receiver": roleReceiver,
 		"recv":     roleRecv,
+		"pending":  rolePending,
+		"flood":    roleFlood,
+
+		"soakproducer": roleSoakProducer,
+		"soakreceiver": roleSoakReceiver,
 	})
 }
 

@@ -17,7 +17,6 @@ import (
 	"omnishm/scope"
 	"omnishm/segment"
 	"omnishm/wake"
-	"omnishm/watchdog"
 	"omnishm/wire"
 )
 
@@ -33,6 +32,7 @@ type SHM struct {
 
 	ring     *ring.Transport
 	segments *segment.Producer
+	claimer  segment.Claimer
 	notifier *wake.Notifier // nil when wakeups are off
 	waiter   *wake.Receiver // nil without a numeric stage or wakeups
 	claims   ledger         // the fates of its publications (claim.go)
@@ -43,8 +43,10 @@ type SHM struct {
 
 	puts, gets, bytes                 atomic.Uint64
 	ringPuts, ringGets, ringFallbacks atomic.Uint64
-	watchdogWarned                    atomic.Bool
-	stats                             stats // per-edge figures (stats.go)
+	watchdogWarned, unsafeWarned      atomic.Bool
+	ringDirTracked                    atomic.Bool
+	fifos                             []string // tracked with the watchdog (crash.go)
+	stats                             stats    // per-edge figures (stats.go)
 }
 
 // Open returns a shared-memory connector configured by opts (the zero
@@ -71,29 +73,23 @@ func Open(opts Options) (*SHM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connector: open: %w", err)
 	}
-	c.segments = segment.NewProducer(segment.Options{OnCreate: c.track, OnRemove: c.forget})
+	c.segments = segment.NewProducer(segment.Options{WillCreate: c.trackSegment, OnCreate: c.track, OnRemove: c.forget})
+	c.claimer = segment.Claimer{Dir: scope.ShmDir, WillRemove: c.trackSegment, OnRemove: c.forget}
 	if !opts.DisableWakeups && wake.Enabled() {
 		c.notifier = wake.NewNotifier(c.names.WakeDir)
 		if opts.StageID != NoStage {
+			c.trackDir(c.names.WakeDir)
 			if c.waiter, err = wake.OpenReceiver(c.names.WakeDir, string(opts.StageID)); err != nil {
 				// Wakeups are hints (SPEC §8): Recv falls back to polling.
 				c.log.Warn("omnishm: wakeup FIFO unavailable; receives will poll", "stage", opts.StageID, "err", err)
 				c.waiter = nil
+			} else {
+				c.fifos = c.trackFIFOs()
 			}
 		}
 	}
 	return c, nil
 }
-
-// track and forget tell the crash watchdog which files this process owns,
-// so a producer killed by SIGKILL leaves no payload behind.
-func (c *SHM) track(path string) {
-	if err := watchdog.Default().Track(path); err != nil && !c.watchdogWarned.Swap(true) {
-		c.log.Warn("omnishm: crash watchdog unavailable; a killed producer may leave files in /dev/shm", "err", err)
-	}
-}
-
-func (c *SHM) forget(path string) { watchdog.Default().Forget(path) }
 
 // Put implements Transport. The payload is copied (into the ring or a
 // segment) before Put returns. The error wraps ErrBadKey for a key that
@@ -120,6 +116,7 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 	}
 	var plain []byte // the kind-0 bytes, once made
 	if c.ring.Capacity() > 0 && numeric(from) && numeric(to) {
+		c.trackRingDir()
 		d, ok, b, err := c.putRing(from, to, key, payload)
 		if err != nil {
 			return 0, Descriptor{}, keyError("put", key, err)
@@ -252,8 +249,8 @@ func (c *SHM) Get(from, to, key string, desc *Descriptor) (any, int, bool, error
 	if v, size, ok, err := c.getRing(from, to, key, rd); ok || err != nil || rd != nil {
 		return v, size, ok, err
 	}
-	data, ok, err := segment.Claim(scope.ShmDir, key)
-	if err != nil {
+	data, ok, err := c.claimer.Claim(key)
+	if err != nil && !c.missUnsafe(key, err) {
 		return nil, 0, false, keyError("get", key, err)
 	}
 	if !ok {
@@ -438,6 +435,7 @@ func (c *SHM) Close() error {
 		errs := []error{c.closeClaims(), c.ring.Close(), c.segments.Close()}
 		if c.waiter != nil {
 			errs = append(errs, c.waiter.Close())
+			c.untrackFIFOs(c.fifos)
 		}
 		if c.notifier != nil {
 			errs = append(errs, c.notifier.Close())

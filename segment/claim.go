@@ -1,8 +1,8 @@
 package segment
 
 import (
-	"errors"
 	"fmt"
+	"os"
 
 	"omnishm/descriptor"
 	"omnishm/keys"
@@ -16,11 +16,36 @@ import (
 // in any process can get the same publication, and data is a new slice the
 // caller owns (the payload, unwrapped from the OMNIIPC1 form if present).
 // A segment that was claimed but is corrupt is removed and reported as an
-// error wrapping ErrCorrupt. A bad key is an error wrapping keys.ErrBadKey.
+// error wrapping ErrCorrupt. Only this user's regular files are taken: a
+// symlink, a FIFO or another user's file at the segment's or the lock
+// file's name is an error wrapping ErrUnsafe, with nothing read or removed.
+// A bad key is an error wrapping keys.ErrBadKey.
 func Claim(dir, key string) (data []byte, ok bool, err error) {
+	return Claimer{Dir: dir}.Claim(key)
+}
+
+// Claimer claims publications as Claim does, and tells a crash watchdog
+// (package watchdog) about the one moment a receiver's death would leave a
+// file behind: between unlinking a segment and unlinking its lock file.
+// The zero Claimer claims from DefaultDir without hooks.
+type Claimer struct {
+	// Dir holds segments and lock files; empty means DefaultDir.
+	Dir string
+	// WillRemove is called with the segment's path, under the key's lock,
+	// just before the segment is unlinked, and OnRemove once Claim is past
+	// the unlinks: a watchdog that tracks the key in between
+	// (watchdog.TrackSegment) removes the lock file if this process dies
+	// there. Neither is called on a miss.
+	WillRemove func(path string)
+	OnRemove   func(path string)
+}
+
+// Claim is the package's Claim from c.Dir, with c's hooks.
+func (c Claimer) Claim(key string) (data []byte, ok bool, err error) {
 	if err := keys.Check(key); err != nil {
 		return nil, false, err
 	}
+	dir := c.Dir
 	if dir == "" {
 		dir = DefaultDir
 	}
@@ -29,17 +54,31 @@ func Claim(dir, key string) (data []byte, ok bool, err error) {
 		return nil, false, missOr(err)
 	}
 	lockPath := dir + "/" + scope.LockName(key)
-	fd, _, err := lockFile(lockPath, false)
+	fd, lock, err := lockFile(lockPath, false)
 	if err != nil {
 		return nil, false, missOr(err)
 	}
 	defer closeFD(fd)
+	if lock.uid != os.Geteuid() {
+		return nil, false, claimError(pathError("lock", lockPath, foreign(lock.uid)))
+	}
 	raw, err := readSegment(seg)
 	if err != nil {
 		return nil, false, missOr(err)
 	}
 	// Unlink the segment first: once it is gone no one else can claim it,
 	// then the lock file while still holding it (SPEC §6).
+	if c.WillRemove != nil || c.OnRemove != nil {
+		// The hooks get a path of their own: seg stays off the heap on the
+		// miss path.
+		path := dir + "/" + key
+		if c.WillRemove != nil {
+			c.WillRemove(path)
+		}
+		if c.OnRemove != nil {
+			defer c.OnRemove(path)
+		}
+	}
 	if _, err := remove(seg); err != nil {
 		return nil, false, claimError(err)
 	}
@@ -62,7 +101,7 @@ func ClaimDescriptor(dir string, d descriptor.ShmHandle) ([]byte, bool, error) {
 
 // missOr turns the "not now" outcomes into a miss and wraps the rest.
 func missOr(err error) error {
-	if errors.Is(err, errGone) || errors.Is(err, errBusy) || errors.Is(err, errReplaced) {
+	if notNow(err) == nil {
 		return nil
 	}
 	return claimError(err)

@@ -22,10 +22,13 @@
 // Producer removes the ones it published that no one claimed: Cleanup and
 // CleanupPrefix on request, Close for all of them, and a Put over an
 // unclaimed key replaces the segment. A producer or receiver that crashes
-// leaves a lock file without a segment, or both files; Sweep removes such a
-// lock file once it is older than OrphanGrace, and, only when asked
-// (SweepOptions.SegmentsOlderThan), old unclaimed segments. Options.OnCreate
-// and OnRemove tell a crash watchdog which segments a producer owns.
+// leaves a lock file without a segment, or both files. Its crash watchdog
+// removes them: the hooks of Options and Claimer name every segment before
+// its files exist or change, the watchdog unlinks the segment it knew by
+// identity and RemoveAbandoned judges the rest under the key's lock (the
+// lock file, and a segment left empty). Without a watchdog, Sweep removes
+// such a lock file once it is older than OrphanGrace, and, only when asked
+// (SweepOptions.SegmentsOlderThan), old unclaimed segments.
 //
 // # The lock protocol
 //
@@ -58,8 +61,9 @@
 // Errors say "segment: {operation}:" and name the file the failing system
 // call was on, once, as an *fs.PathError (so errors.Is sees the errno);
 // callers add the key if they want it. Misses are not errors. Sentinels:
-// ErrClosed, ErrCorrupt, and keys.ErrBadKey for a bad key. The package never
-// logs.
+// ErrClosed, ErrCorrupt, ErrUnsafe (a file at a key's name that is not this
+// user's regular file: callers treat it as a miss), and keys.ErrBadKey for
+// a bad key. The package never logs.
 package segment
 
 // DefaultDir is where POSIX shared memory lives on Linux; shm_open("/key")

@@ -69,3 +69,25 @@ func ExampleSweep() {
 	// lock req_1 orphan: segment gone
 	// <nil>
 }
+
+// A receiver that names the key it is claiming to a crash watchdog, for
+// the moment between unlinking the segment and its lock file.
+func ExampleClaimer() {
+	key := fmt.Sprintf("example_claimer_%d", os.Getpid())
+	producer := segment.NewProducer(segment.Options{})
+	defer producer.Close()
+	if _, err := producer.Put(key, []byte("payload")); err != nil {
+		fmt.Println(err)
+		return
+	}
+	c := segment.Claimer{
+		WillRemove: func(path string) { fmt.Println("claiming", path == segment.DefaultDir+"/"+key) },
+		OnRemove:   func(string) { fmt.Println("claimed") },
+	}
+	data, ok, err := c.Claim(key)
+	fmt.Println(string(data), ok, err)
+	// Output:
+	// claiming true
+	// claimed
+	// payload true <nil>
+}

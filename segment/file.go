@@ -2,6 +2,7 @@ package segment
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"time"
 )
@@ -26,7 +27,17 @@ var (
 	errReplaced = errors.New("replaced while locking")
 )
 
-var errNotRegular = errors.New("not a regular file")
+// ErrUnsafe is wrapped by Claim's error when a file at the key's names is
+// not one a receiver of this user may take: a symlink, something other than
+// a regular file, or another user's file (anyone may plant one in sticky
+// /dev/shm; as root, Claim could read and unlink it). Nothing was read or
+// removed; a caller treats it as a miss of that key.
+var ErrUnsafe = errors.New("not a regular file of this user")
+
+var errNotRegular = fmt.Errorf("%w: not a regular file", ErrUnsafe)
+
+// foreign is the error about a file of another user.
+func foreign(uid int) error { return fmt.Errorf("%w: it belongs to uid %d", ErrUnsafe, uid) }
 
 // pathError keeps errno values comparable with errors.Is (fs.ErrNotExist,
 // unix.EFBIG) behind the file's name.

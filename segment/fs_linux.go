@@ -39,10 +39,12 @@ func lockFile(path string, wait bool) (int, fileInfo, error) {
 	}
 	for range tries {
 		fd, err := unix.Open(path, flags, 0o600)
-		if err == unix.ENOENT && !wait {
+		switch {
+		case err == unix.ENOENT && !wait:
 			return -1, fileInfo{}, errGone
-		}
-		if err != nil {
+		case err == unix.ELOOP:
+			return -1, fileInfo{}, pathError("open", path, fmt.Errorf("%w: a symlink", ErrUnsafe))
+		case err != nil:
 			return -1, fileInfo{}, pathError("open", path, err)
 		}
 		if err := flock(fd, how); err != nil {
@@ -105,7 +107,9 @@ func isFileAt(fd int, path string) (fileInfo, bool, error) {
 // It reports whether an old segment was replaced, and the new one's
 // identity, taken from the file it created (not from the name, which a
 // receiver may already have claimed and another producer re-created).
-func writeSegment(path string, data []byte) (replaced bool, id fileID, err error) {
+// created is called once the file exists, before it is sized or written:
+// a producer killed from then on leaves a file its watchdog knows.
+func writeSegment(path string, data []byte, created func()) (replaced bool, id fileID, err error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
 	if err == unix.EEXIST {
 		// Only a file of ours is an unclaimed publication to replace: as
@@ -126,6 +130,7 @@ func writeSegment(path string, data []byte) (replaced bool, id fileID, err error
 	var st unix.Stat_t
 	if err = unix.Fstat(fd, &st); err == nil {
 		id = infoOf(&st).id
+		created()
 		err = fill(fd, data)
 	}
 	unix.Close(fd)
@@ -160,18 +165,20 @@ const maxSegment = 1 << 40
 
 // segmentSize is the miss path's only system call: the segment's size, or
 // errGone when it is absent or empty (a producer has not sized it yet).
+// A symlink, a non-regular file or another user's file is ErrUnsafe.
 func segmentSize(path string) (int64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		if err == unix.ENOENT {
-			return 0, errGone
-		}
-		return 0, pathError("stat", path, err)
-	}
-	if st.Size == 0 {
+	info, err := lstatFile(path)
+	switch {
+	case err != nil:
+		return 0, err
+	case !info.regular:
+		return 0, pathError("stat", path, errNotRegular)
+	case info.uid != unix.Geteuid():
+		return 0, pathError("stat", path, foreign(info.uid))
+	case info.size == 0:
 		return 0, errGone
 	}
-	return st.Size, nil
+	return info.size, nil
 }
 
 // readSegment copies the whole segment at path into memory the caller owns.
@@ -179,10 +186,12 @@ func segmentSize(path string) (int64, error) {
 func readSegment(path string) ([]byte, error) {
 	// O_NONBLOCK: a FIFO planted at the name must not block the open.
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|openFlags, 0)
-	if err == unix.ENOENT {
+	switch {
+	case err == unix.ENOENT:
 		return nil, errGone
-	}
-	if err != nil {
+	case err == unix.ELOOP:
+		return nil, pathError("open", path, fmt.Errorf("%w: a symlink", ErrUnsafe))
+	case err != nil:
 		return nil, pathError("open", path, err)
 	}
 	defer unix.Close(fd)
@@ -190,9 +199,13 @@ func readSegment(path string) ([]byte, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, pathError("stat", path, err)
 	}
+	// Checked again on the open file: the name may have changed since the
+	// stat.
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return nil, pathError("read", path, errNotRegular)
+	case int(st.Uid) != unix.Geteuid():
+		return nil, pathError("read", path, foreign(int(st.Uid)))
 	case st.Size == 0:
 		return nil, errGone
 	case st.Size > maxSegment:

@@ -9,7 +9,7 @@ import "errors"
 // errors.ErrUnsupported.
 
 func lockFile(string, bool) (int, fileInfo, error) { return -1, fileInfo{}, errors.ErrUnsupported }
-func writeSegment(string, []byte) (bool, fileID, error) {
+func writeSegment(string, []byte, func()) (bool, fileID, error) {
 	return false, fileID{}, errors.ErrUnsupported
 }
 func segmentSize(string) (int64, error)  { return 0, errors.ErrUnsupported }

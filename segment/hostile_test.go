@@ -51,19 +51,6 @@ func TestReadSegmentFIFO(t *testing.T) {
 	}
 }
 
-// A symlink at a segment's name is not followed: Claim fails rather than
-// read, and unlink, what it points at.
-func TestClaimRefusesSymlinkedSegment(t *testing.T) {
-	dir := t.TempDir()
-	keep := shmtest.Planted(t, dir, time.Now(), []string{"linked"}, nil)
-	shmtest.WriteFile(t, keep[0], []byte("their bytes")) // the target
-	keep = append(keep, shmtest.WriteFile(t, dir+"/"+scope.LockName("linked"), nil))
-	if data, ok, err := Claim(dir, "linked"); ok || err == nil || data != nil {
-		t.Fatalf("claim through a symlink: %q ok=%v err=%v", data, ok, err)
-	}
-	shmtest.AssertPresent(t, keep...)
-}
-
 // Sweeps never remove a symlink, or what it points at, nor another user's
 // lock file or segment, however old; nor our lock file beside either.
 func TestSweepLeavesLinksAndStrangers(t *testing.T) {

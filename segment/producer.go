@@ -27,13 +27,22 @@ type Options struct {
 	// Dir holds segments and lock files; empty means DefaultDir. Both
 	// endpoints must use the same directory.
 	Dir string
-	// OnCreate, when set, is called with a segment's path right after this
-	// producer creates it, and OnRemove once the producer has unlinked it or
-	// learned that a receiver consumed it: they let a crash watchdog know
-	// which files this process owns. Called without the producer's locks
-	// held, possibly from several goroutines at once.
-	OnCreate func(path string)
-	OnRemove func(path string)
+	// The hooks let a crash watchdog know which files this process owns
+	// (package watchdog), so that a producer killed at any point of a Put
+	// leaves nothing behind. Each is called with a segment's path, without
+	// the producer's locks held, possibly from several goroutines at once:
+	//   - WillCreate before Put may create the key's lock file or segment,
+	//     so the name is known before the file exists;
+	//   - OnCreate right after Put created the segment, before it writes
+	//     the payload, so the file's identity is known before its bytes;
+	//   - OnRemove once the producer holds nothing at the path any more: it
+	//     unlinked the segment, learned that a receiver consumed it, or the
+	//     Put that announced it failed and left nothing.
+	// A Put that replaces its own unclaimed segment calls OnCreate for the
+	// new one only: the path is the same.
+	WillCreate func(path string)
+	OnCreate   func(path string)
+	OnRemove   func(path string)
 }
 
 // Producer publishes payloads as per-key segments and remembers which of
@@ -43,9 +52,10 @@ type Options struct {
 // CleanupPrefix, Close). The zero Producer writes into DefaultDir. It is
 // safe for concurrent use.
 type Producer struct {
-	dir      string
-	onCreate func(string)
-	onRemove func(string)
+	dir        string
+	willCreate func(string)
+	onCreate   func(string)
+	onRemove   func(string)
 
 	mu      sync.Mutex
 	pending pendingSet
@@ -54,7 +64,7 @@ type Producer struct {
 
 // NewProducer returns a producer configured by opts.
 func NewProducer(opts Options) *Producer {
-	return &Producer{dir: opts.Dir, onCreate: opts.OnCreate, onRemove: opts.OnRemove}
+	return &Producer{dir: opts.Dir, willCreate: opts.WillCreate, onCreate: opts.OnCreate, onRemove: opts.OnRemove}
 }
 
 // path is where the file name lives: in Dir, or DefaultDir for the zero
@@ -87,18 +97,17 @@ func (p *Producer) Put(key string, data []byte) (descriptor.ShmHandle, error) {
 	p.sweepConsumed()
 
 	lock, seg := p.lockPath(key), p.segPath(key)
+	p.notify(p.willCreate, seg)
 	fd, _, err := lockFile(lock, true)
 	if err != nil {
+		p.failed(key, seg)
 		return descriptor.ShmHandle{}, putError(err)
 	}
 	defer closeFD(fd)
 	// Forget the key while its segment changes, so that a concurrent sweep
 	// does not take the new segment for another producer's.
 	old, wasPending := p.forget(key)
-	replaced, id, err := writeSegment(seg, data)
-	if replaced && wasPending {
-		p.notify(p.onRemove, seg)
-	}
+	replaced, id, err := writeSegment(seg, data, func() { p.notify(p.onCreate, seg) })
 	if err != nil {
 		if wasPending && !replaced {
 			p.mu.Lock()
@@ -113,9 +122,9 @@ func (p *Producer) Put(key string, data []byte) (descriptor.ShmHandle, error) {
 			_, rerr := remove(lock)
 			err = errors.Join(err, rerr)
 		}
+		p.failed(key, seg)
 		return descriptor.ShmHandle{}, putError(err)
 	}
-	p.notify(p.onCreate, seg)
 
 	p.mu.Lock()
 	closed := p.closed
@@ -137,6 +146,14 @@ func (p *Producer) Put(key string, data []byte) (descriptor.ShmHandle, error) {
 }
 
 func putError(err error) error { return fmt.Errorf("segment: put: %w", err) }
+
+// failed tells OnRemove that a failed Put left nothing of p's at seg,
+// unless an earlier publication of key is still pending there.
+func (p *Producer) failed(key, seg string) {
+	if !p.Pending(key) {
+		p.notify(p.onRemove, seg)
+	}
+}
 
 // Pending reports whether key was published by p and not yet known to be
 // consumed or retired.

@@ -32,22 +32,25 @@ func TestReputReplacesUnclaimed(t *testing.T) {
 	}
 	keyGone(t, DefaultDir, key)
 	path := DefaultDir + "/" + key
-	mu.Lock()
-	if fmt.Sprint(created) != fmt.Sprint([]string{path, path}) || fmt.Sprint(removed) != fmt.Sprint([]string{path}) {
-		t.Fatalf("hooks: created %v removed %v", created, removed)
+	hooks := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprint(created, removed)
 	}
-	mu.Unlock()
+	// The re-put names the new file under the same path: no OnRemove.
+	if got, want := hooks(), fmt.Sprint([]string{path, path}, []string(nil)); got != want {
+		t.Fatalf("hooks: created, removed = %v, want %v", got, want)
+	}
 	// The next put's sweep learns that the key was consumed.
 	other := shmtest.Key("reput-other")
 	mustPut(t, p, other, []byte{1})
 	if p.Pending(key) || !p.Pending(other) {
 		t.Fatalf("pending after sweep: %v %v", p.Pending(key), p.Pending(other))
 	}
-	mu.Lock()
-	if len(removed) != 2 || removed[1] != path {
-		t.Fatalf("consumed key not reported removed: %v", removed)
+	otherPath := DefaultDir + "/" + other
+	if got, want := hooks(), fmt.Sprint([]string{path, path, otherPath}, []string{path}); got != want {
+		t.Fatalf("consumed key not reported removed: created, removed = %v, want %v", got, want)
 	}
-	mu.Unlock()
 }
 
 // A producer retires only the segment it wrote: once a receiver claimed it

@@ -27,3 +27,25 @@ func Example() {
 	fmt.Println("cleaned up")
 	// Output: cleaned up
 }
+
+// A per-key producer names the segment before the key's lock file or the
+// segment exists, and the file once it does, so a kill at any point of the
+// put leaves neither behind.
+func ExampleWatchdog_TrackSegment() {
+	w := watchdog.Default()
+	path := "/dev/shm/" + shmtest.Key("example-segment")
+	if err := w.TrackSegment(path); err != nil {
+		fmt.Println("carrying on without a watchdog:", err)
+	}
+	// ... create the lock file, lock it, create the segment ...
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		fmt.Println(err)
+		return
+	}
+	w.Track(path)
+	// ... write the payload, unlock. Once it is claimed or retired:
+	os.Remove(path)
+	w.Forget(path)
+	fmt.Println("published and retired")
+	// Output: published and retired
+}

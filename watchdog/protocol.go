@@ -12,16 +12,22 @@ import (
 // The pipe protocol, one command a line (parent -> watchdog):
 //
 //	+<dev>:<ino>:<path>   track path, as long as it is that file
+//	s<path>               path is a per-key segment this process is about
+//	                      to create (SPEC §6): clean up its key too
+//	d<path>               path is a directory this process uses: remove it
+//	                      if empty
 //	-<path>               forget path
 //	.                     forget everything (the owner closed normally)
 //
-// End of file means the owner is gone: unlink what is still tracked.
+// End of file means the owner is gone: remove what is still tracked.
+// Lines a watchdog does not know are ignored, so an owner may send new
+// commands to an older watchdog; the first three are the original protocol.
 
 // fileID identifies a file: a path re-created since Track has another one.
 type fileID struct{ dev, ino uint64 }
 
 type command struct {
-	op   byte // '+', '-' or '.'
+	op   byte // '+', 's', 'd', '-' or '.'
 	id   fileID
 	path string
 }
@@ -57,8 +63,9 @@ func appendTrack(b []byte, id fileID, path string) []byte {
 	return append(b, '\n')
 }
 
-func appendForget(b []byte, path string) []byte {
-	b = append(b, '-')
+// appendPath is every command that carries only a path: s, d and -.
+func appendPath(b []byte, op byte, path string) []byte {
+	b = append(b, op)
 	b = append(b, path...)
 	return append(b, '\n')
 }
@@ -74,7 +81,7 @@ func parseCommand(line string) (command, error) {
 	c := command{op: line[0]}
 	rest := line[1:]
 	switch c.op {
-	case '-':
+	case '-', 's', 'd':
 		c.path = rest
 	case '+':
 		dev, rest, ok1 := strings.Cut(rest, ":")
@@ -95,25 +102,45 @@ func parseCommand(line string) (command, error) {
 	return c, nil
 }
 
-// registry is the watchdog's state: the files to unlink when the owner dies.
-type registry map[string]fileID
+// entry is what the watchdog knows of one path.
+type entry struct {
+	id      fileID
+	known   bool // a + line named the file: unlink it if it is still that one
+	segment bool // an s line: the path is a per-key segment
+	dir     bool // a d line: rmdir it if empty
+}
+
+// registry is the watchdog's state: what to remove when the owner dies.
+type registry map[string]entry
 
 func (r registry) apply(c command) {
+	e := r[c.path]
 	switch c.op {
 	case '+':
-		r[c.path] = c.id
+		e.id, e.known = c.id, true
+	case 's':
+		e.segment = true
+	case 'd':
+		e.dir = true
 	case '-':
 		delete(r, c.path)
+		return
 	case '.':
 		clear(r)
+		return
 	}
+	r[c.path] = e
 }
 
 // prune drops entries whose file is gone or replaced (a receiver consumed
 // the segment), so a long-lived owner that never forgets stays bounded.
+// Entries that name no file yet, and directories, wait for their forget.
 func (r registry) prune(identify func(path string) (fileID, bool)) {
-	for path, id := range r {
-		if now, ok := identify(path); !ok || now != id {
+	for path, e := range r {
+		if !e.known || e.dir {
+			continue
+		}
+		if now, ok := identify(path); !ok || now != e.id {
 			delete(r, path)
 		}
 	}

@@ -3,15 +3,21 @@ package watchdog
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"omnishm/internal/reexec"
+	"omnishm/ring"
+	"omnishm/scope"
+	"omnishm/segment"
 )
 
 // role is the watchdog's name among the roles a binary can be re-executed
@@ -28,7 +34,7 @@ func init() {
 const pruneMin = 1024
 
 // serve is the watchdog: it applies commands from in until end of file and
-// then unlinks what is still tracked.
+// then removes what is still tracked.
 func serve(in io.Reader, hello io.Writer) int {
 	// The owner's Ctrl-C or group kill must not stop the cleanup; end of
 	// file on the pipe is the only way out (besides SIGKILL).
@@ -57,14 +63,72 @@ func serve(in io.Reader, hello io.Writer) int {
 			pruneAt = max(pruneMin, 2*len(reg))
 		}
 	}
-	for path, id := range reg {
-		if now, ok := identify(path); ok && now == id {
-			if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
-				fmt.Fprintf(os.Stderr, "omnishm watchdog: unlink %s: %v\n", path, err)
+	cleanup(reg)
+	return 0
+}
+
+// cleanup removes what the dead owner left, in an order that keeps each
+// step safe: the files it named by identity (rings, segments, FIFOs); then
+// what is left of its per-key publications, judged under each key's lock
+// (segment.RemoveAbandoned: lock files, and a segment it died creating);
+// the markers of its rings; then the directories it used, if empty.
+func cleanup(reg registry) {
+	var dirs []string
+	uid := os.Getuid()
+	for path, e := range reg {
+		if e.known {
+			if now, ok := identify(path); ok && now == e.id {
+				if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
+					warn("unlink %s: %v", path, err)
+				}
+			}
+			if rn, ok := scope.ParseRingName(uid, filepath.Base(path)); ok && filepath.Dir(path) == scope.ShmDir {
+				removeMarker(scope.Path(rn.Dir), filepath.Base(path))
+			}
+		}
+		if e.dir {
+			dirs = append(dirs, path)
+		}
+	}
+	for path, e := range reg {
+		if e.segment {
+			if _, err := segment.RemoveAbandoned(filepath.Dir(path), filepath.Base(path)); err != nil {
+				warn("%v", err)
 			}
 		}
 	}
-	return 0
+	// Children before their parents.
+	slices.SortFunc(dirs, func(a, b string) int { return len(b) - len(a) })
+	for _, dir := range dirs {
+		switch err := unix.Rmdir(dir); err {
+		case nil, unix.ENOENT, unix.ENOTEMPTY, unix.EEXIST:
+		default:
+			warn("rmdir %s: %v", dir, err)
+		}
+	}
+}
+
+// removeMarker retires the marker of one of the owner's rings, once its ring
+// file is gone, with the registry stamp update receivers cache discovery on
+// (SPEC §7). Only the owner's own markers are touched.
+func removeMarker(dir, name string) {
+	if _, ok := identify(scope.Path(name)); ok {
+		return // the ring is still there (not the tracked file): keep its marker
+	}
+	err := ring.UpdateRegistry(dir, func(dirfd int) error {
+		if err := unix.Unlinkat(dirfd, name, 0); err != nil && err != unix.ENOENT {
+			return err
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		warn("retire marker %s/%s: %v", dir, name, err)
+	}
+}
+
+// warn reports a failure on the watchdog's stderr (its owner is gone).
+func warn(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "omnishm watchdog: "+format+"\n", a...)
 }
 
 // identify returns the identity of the file at path, not following links.

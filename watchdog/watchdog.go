@@ -1,10 +1,18 @@
-// Package watchdog unlinks a producer's shared-memory files when the
-// producer dies, even by SIGKILL: the Go counterpart of the Python side's
-// resource tracker (SPEC §6). Unlike that tracker it unlinks a path only if
-// it is still the file that was tracked, so a name consumed and re-created
-// by another process since is left alone.
+// Package watchdog removes a process's shared-memory files when the process
+// dies, even by SIGKILL: the Go counterpart of the Python side's resource
+// tracker (SPEC §6, §9). Unlike that tracker it never removes what another
+// process published or uses at the same name since:
+//   - a file named with Track (a ring, a segment, a FIFO) is unlinked only
+//     if it is still the file that was tracked (device and inode);
+//   - a per-key publication named with TrackSegment before its files exist
+//     is judged under its key's lock (segment.RemoveAbandoned): its lock
+//     file goes when no segment is beside it, and a segment goes only if it
+//     is the tracked file or still empty, as no publication is;
+//   - a directory named with TrackDir is removed only if empty, a ring
+//     directory after its stale markers (ring.Prune).
 //
-// The watchdog is a small child process, started on the first Track, that
+// The watchdog is a small child process, started on the first Track (or
+// TrackSegment, TrackDir), that
 // runs this same executable in the role "omnishm-watchdog" (package
 // internal/reexec): the package's init function recognises it, runs the
 // watchdog and exits before main (or TestMain) starts. Any Go binary that
@@ -13,7 +21,7 @@
 // in it too; a c-shared build loaded by another program cannot, and Track
 // then returns ErrUnavailable after a failed handshake). The watchdog reads
 // commands from a pipe; when the pipe reaches end of file (the owner exited
-// or was killed) it unlinks every file still tracked and exits. It runs in
+// or was killed) it removes what is still tracked and exits. It runs in
 // its own session and ignores SIGINT, SIGTERM and SIGHUP, so a Ctrl-C or a
 // kill of the owner's process group does not stop it before it has cleaned
 // up.
@@ -97,7 +105,41 @@ func (w *Watchdog) Track(path string) error {
 	return w.sendLocked()
 }
 
-// Forget stops tracking path; the caller has unlinked it or hands it over.
+// TrackSegment asks the watchdog to clean up the per-key publication
+// (SPEC §6) whose segment is at path if this process dies before
+// Forget(path) or Close. Call it before creating the key's lock file or
+// segment, and Track(path) as soon as the segment exists: the watchdog then
+// knows the names before the files exist and the segment's identity before
+// its bytes. At the owner's death it unlinks the segment if it is still the
+// file Track named, then lets segment.RemoveAbandoned judge the rest under
+// the key's lock: the lock file, when no segment is beside it, and a
+// segment the owner died creating, which is still empty (no publication
+// is). So a producer killed at any point of a put leaves neither file, and
+// a file another process made at either name since is left alone.
+func (w *Watchdog) TrackSegment(path string) error { return w.trackName('s', path) }
+
+// TrackDir asks the watchdog to remove the directory at path, if it is
+// empty, once this process dies (it need not exist yet): the wake and ring
+// directories a connector uses. A ring directory first loses the markers of
+// rings that are gone, with the registry stamp update (ring.Prune).
+// Forget(path) is never needed: an empty directory is no one's.
+func (w *Watchdog) TrackDir(path string) error { return w.trackName('d', path) }
+
+func (w *Watchdog) trackName(op byte, path string) error {
+	if err := checkPath(path); err != nil {
+		return fmt.Errorf("%w: %q", err, path)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.startLocked(); err != nil {
+		return err
+	}
+	w.line = appendPath(w.line[:0], op, path)
+	return w.sendLocked()
+}
+
+// Forget stops tracking path, whichever way it was tracked; the caller has
+// removed it or hands it over.
 func (w *Watchdog) Forget(path string) {
 	if checkPath(path) != nil {
 		return
@@ -107,7 +149,7 @@ func (w *Watchdog) Forget(path string) {
 	if !w.started || w.err != nil || w.closed {
 		return
 	}
-	w.line = appendForget(w.line[:0], path)
+	w.line = appendPath(w.line[:0], '-', path)
 	w.sendLocked()
 }
 

@@ -2,8 +2,10 @@ package watchdog
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"omnishm/internal/shmtest"
+	"omnishm/scope"
 )
 
 const patience = 10 * time.Second
@@ -21,24 +24,26 @@ func TestMain(m *testing.M) {
 	shmtest.Main(m, map[string]func([]string) int{"owner": ownerRole})
 }
 
-// ownerRole creates and tracks files as its arguments say ("track:PATH",
-// "forget:PATH" = track then forget), says "ready WATCHDOG_PID", and then
-// obeys one line: "close" (Close, say "closed", exit), "exit" (exit without
-// Close); anything else, or the parent's end, exits too.
+// ownerRole makes and tracks files as its arguments OP:PATH say, says
+// "ready WATCHDOG_PID", and then obeys one line: "close" (Close, say
+// "closed", exit), "exit" (exit without Close); anything else, or the
+// parent's end, exits too. OPs:
+//
+//	track    create PATH, Track it
+//	forget   create PATH, Track it, Forget it
+//	lock     a put that died after creating the lock file: TrackSegment
+//	         PATH, create its lock file
+//	empty    ... after creating the segment: also create PATH, empty
+//	written  ... while writing: also Track PATH and write to it
+//	announce TrackSegment PATH only
+//	dir      create the directory PATH, TrackDir it
 func ownerRole(args []string) int {
 	w := New()
 	for _, arg := range args {
 		op, path, _ := strings.Cut(arg, ":")
-		if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+		if err := own(w, op, path); err != nil {
 			shmtest.Say("error %v", err)
 			return 1
-		}
-		if err := w.Track(path); err != nil {
-			shmtest.Say("error %v", err)
-			return 1
-		}
-		if op == "forget" {
-			w.Forget(path)
 		}
 	}
 	shmtest.Say("ready %d", w.pid())
@@ -47,6 +52,41 @@ func ownerRole(args []string) int {
 		shmtest.Say("closed")
 	}
 	return 0
+}
+
+func own(w *Watchdog, op, path string) error {
+	lock := filepath.Join(filepath.Dir(path), scope.LockName(filepath.Base(path)))
+	switch op {
+	case "dir":
+		if err := os.Mkdir(path, 0o700); err != nil {
+			return err
+		}
+		return w.TrackDir(path)
+	case "track", "forget":
+		if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+			return err
+		}
+		if err := w.Track(path); err != nil {
+			return err
+		}
+		if op == "forget" {
+			w.Forget(path)
+		}
+		return nil
+	}
+	if err := w.TrackSegment(path); err != nil || op == "announce" {
+		return err
+	}
+	if err := os.WriteFile(lock, nil, 0o600); err != nil || op == "lock" {
+		return err
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil || op == "empty" {
+		return err
+	}
+	if err := w.Track(path); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte("half a payload"), 0o600)
 }
 
 // pid returns the watchdog's process id, or 0 (for tests).
@@ -132,6 +172,37 @@ func TestOwnerDeathUnlinksTracked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A put killed at any point leaves neither the segment nor its lock file;
+// a publication of another process under an announced name stays, and so
+// do directories that are not empty.
+func TestOwnerDeathRemovesPerKeyFilesAndDirs(t *testing.T) {
+	lockOf := func(path string) string {
+		return filepath.Join(filepath.Dir(path), scope.LockName(filepath.Base(path)))
+	}
+	lock, empty, written := shmPath("lock"), shmPath("empty"), shmPath("written")
+	theirs, emptyDir, fullDir := shmPath("theirs"), shmPath("emptydir"), shmPath("fulldir")
+	ringDir := scope.New(shmtest.Scope(t)).RingDir()
+	// The owner's ring and its marker: the marker goes with the ring.
+	ringName := filepath.Base(ringDir) + "_0_1_1_ab"
+	ringFile, marker := scope.Path(ringName), ringDir+"/"+ringName
+	kept := filepath.Join(fullDir, "kept")
+	removed := []string{lock, lockOf(lock), empty, lockOf(empty), written, lockOf(written), emptyDir, ringFile, marker, ringDir}
+	defer removeAll(append(removed, theirs, lockOf(theirs), kept, fullDir)...)
+	p, pid := startOwner(t, "lock:"+lock, "empty:"+empty, "written:"+written, "announce:"+theirs,
+		"dir:"+emptyDir, "dir:"+fullDir, "dir:"+ringDir, "track:"+ringFile)
+	// Another process publishes under the name announced by the owner, and
+	// fills one of its directories; a marker is left without its ring.
+	shmtest.WriteFile(t, lockOf(theirs), nil)
+	shmtest.WriteFile(t, theirs, []byte("their payload"))
+	shmtest.WriteFile(t, kept, nil)
+	shmtest.WriteFile(t, marker, nil) // as a producer's, once its ring is ready
+	p.Kill()
+	shmtest.Eventually(t, patience, "the dead owner's files removed and the watchdog gone", func() bool {
+		return !slices.ContainsFunc(removed, exists) && gone(pid)
+	})
+	shmtest.AssertPresent(t, theirs, lockOf(theirs), kept, fullDir)
 }
 
 func TestCloseForgetsEverything(t *testing.T) {
@@ -301,30 +372,36 @@ func TestStartFailure(t *testing.T) {
 	}
 }
 
+// encode is the line the owner sends for c.
+func encode(c command) []byte {
+	switch c.op {
+	case '+':
+		return appendTrack(nil, c.id, c.path)
+	case '.':
+		return []byte(".\n")
+	}
+	return appendPath(nil, c.op, c.path)
+}
+
 func TestProtocolRoundTrip(t *testing.T) {
 	cases := []command{
 		{op: '+', id: fileID{dev: 25, ino: 1 << 40}, path: "/dev/shm/key_1"},
 		{op: '+', id: fileID{dev: 0, ino: ^uint64(0)}, path: "/dev/shm/omni_shm_ring_v1_0_ab/omni:x"},
+		{op: 's', path: "/dev/shm/key_1"},
+		{op: 'd', path: "/dev/shm/omni_shm_wake_0_ab"},
 		{op: '-', path: "/dev/shm/key 2"},
 		{op: '.'},
 	}
 	for _, c := range cases {
-		var line []byte
-		switch c.op {
-		case '+':
-			line = appendTrack(nil, c.id, c.path)
-		case '-':
-			line = appendForget(nil, c.path)
-		default:
-			line = []byte(".\n")
-		}
+		line := encode(c)
 		got, err := parseCommand(strings.TrimSuffix(string(line), "\n"))
 		if err != nil || got != c {
 			t.Errorf("%q: parsed %+v, %v; want %+v", line, got, err, c)
 		}
 	}
 	for _, bad := range []string{"", "+", "+1:2", "+1:x:/dev/shm/a", "+-1:2:/dev/shm/a", "+1:2:/tmp/a",
-		"-/etc/passwd", "-", "*/dev/shm/a", "..", "+1:2:/dev/shm/../x"} {
+		"-/etc/passwd", "-", "*/dev/shm/a", "..", "+1:2:/dev/shm/../x", "s/tmp/a", "s", "d/dev/shm",
+		"d/dev/shm/../etc", "S/dev/shm/a"} {
 		if c, err := parseCommand(bad); err == nil {
 			t.Errorf("parseCommand(%q) = %+v, want error", bad, c)
 		}
@@ -334,22 +411,37 @@ func TestProtocolRoundTrip(t *testing.T) {
 func TestRegistry(t *testing.T) {
 	reg := registry{}
 	x, y := fileID{1, 2}, fileID{1, 3}
-	reg.apply(command{op: '+', id: x, path: "/dev/shm/a"})
-	reg.apply(command{op: '+', id: y, path: "/dev/shm/b"})
-	reg.apply(command{op: '+', id: y, path: "/dev/shm/c"})
-	reg.apply(command{op: '-', path: "/dev/shm/b"})
-	if len(reg) != 2 || reg["/dev/shm/a"] != x {
-		t.Fatalf("registry %v", reg)
+	for _, c := range []command{
+		{op: '+', id: x, path: "/dev/shm/a"},
+		{op: '+', id: y, path: "/dev/shm/b"},
+		{op: '+', id: y, path: "/dev/shm/c"},
+		{op: '-', path: "/dev/shm/b"},
+		{op: 's', path: "/dev/shm/seg"}, // announced, not created yet
+		{op: 's', path: "/dev/shm/a"},   // a re-put keeps the identity until the new one
+		{op: 'd', path: "/dev/shm/dir"},
+	} {
+		reg.apply(c)
 	}
-	// a is still x; c was replaced by another file.
+	want := registry{
+		"/dev/shm/a":   {id: x, known: true, segment: true},
+		"/dev/shm/c":   {id: y, known: true},
+		"/dev/shm/seg": {segment: true},
+		"/dev/shm/dir": {dir: true},
+	}
+	if !maps.Equal(reg, want) {
+		t.Fatalf("registry %v, want %v", reg, want)
+	}
+	// a is still x; c was replaced by another file; the others name no
+	// file yet, or a directory.
 	reg.prune(func(path string) (fileID, bool) {
 		if path == "/dev/shm/a" {
 			return x, true
 		}
 		return fileID{9, 9}, true
 	})
-	if len(reg) != 1 || reg["/dev/shm/a"] != x {
-		t.Fatalf("after prune %v", reg)
+	delete(want, "/dev/shm/c")
+	if !maps.Equal(reg, want) {
+		t.Fatalf("after prune %v, want %v", reg, want)
 	}
 	reg.apply(command{op: '.'})
 	if len(reg) != 0 {
@@ -360,6 +452,8 @@ func TestRegistry(t *testing.T) {
 func FuzzParseCommand(f *testing.F) {
 	f.Add("+1:2:/dev/shm/a")
 	f.Add("-/dev/shm/a")
+	f.Add("s/dev/shm/a")
+	f.Add("d/dev/shm/a")
 	f.Add(".")
 	f.Add("+18446744073709551615:0:/dev/shm/x/y")
 	f.Fuzz(func(t *testing.T, line string) {
@@ -370,15 +464,7 @@ func FuzzParseCommand(f *testing.F) {
 		if checkPath(c.path) != nil && c.op != '.' {
 			t.Fatalf("accepted path %q", c.path)
 		}
-		var again []byte
-		switch c.op {
-		case '+':
-			again = appendTrack(nil, c.id, c.path)
-		case '-':
-			again = appendForget(nil, c.path)
-		default:
-			again = []byte(".\n")
-		}
+		again := encode(c)
 		if c2, err := parseCommand(strings.TrimSuffix(string(again), "\n")); err != nil || c2 != c {
 			t.Fatalf("%q -> %+v -> %q -> %+v, %v", line, c, again, c2, err)
 		}

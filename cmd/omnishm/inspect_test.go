@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"omnishm/connector"
 	"omnishm/descriptor"
@@ -54,17 +55,27 @@ func startRingSender(t *testing.T, s, key string) (*cliProc, *connector.Descript
 	return send, desc
 }
 
-// deadCopy kills a ring producer by SIGKILL after copying its ring file
-// (and publishing the copy with a marker) under another name of the same
-// pid: the copy is a real producer's ring that the crash watchdog, which
-// removes only the files the producer tracked, leaves for us to find.
+// deadCopy kills a ring producer by SIGKILL after copying its ring file,
+// and once the producer's crash watchdog has finished, publishes the copy
+// with a marker under another name of the same pid: a real producer's ring,
+// proven dead, that no watchdog removes before the test looks (a watchdog
+// prunes the dead rings of its scope, SPEC §9).
 func deadCopy(t *testing.T, s string, producer *cliProc, ringName string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(scope.ShmDir, ringName))
 	if err != nil {
 		t.Fatal(err)
 	}
+	watchdogs := childrenOf(producer.cmd.Process.Pid)
+	producer.cmd.Process.Kill()
+	producer.wait(t)
+	shmtest.Eventually(t, 20*time.Second, "the killed producer's watchdog to finish", func() bool {
+		return !slices.ContainsFunc(watchdogs, running)
+	})
 	n := scope.New(s)
+	if err := os.MkdirAll(n.RingDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	name := n.EdgePrefix("0", "1") + strconv.Itoa(producer.cmd.Process.Pid) + "_00000000000000000000000000dead01"
 	path := filepath.Join(scope.ShmDir, name)
 	if err := os.WriteFile(path, b, 0o600); err != nil {
@@ -78,9 +89,45 @@ func deadCopy(t *testing.T, s string, producer *cliProc, ringName string) string
 		os.Remove(path)
 		os.Remove(filepath.Join(n.RingDir(), name))
 	})
-	producer.cmd.Process.Kill()
-	producer.wait(t)
 	return name
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	var kids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _, ok := procStat(child); ok && ppid == pid {
+			kids = append(kids, child)
+		}
+	}
+	return kids
+}
+
+// running reports whether pid is a process that has not exited (a zombie
+// has: in a container no one may reap an orphaned watchdog).
+func running(pid int) bool {
+	_, state, ok := procStat(pid)
+	return ok && state != "Z" && state != "X"
+}
+
+// procStat reads the parent pid and state of pid from /proc/{pid}/stat.
+func procStat(pid int) (ppid int, state string, ok bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, "", false
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 2 {
+		return 0, "", false
+	}
+	ppid, err = strconv.Atoi(fields[1])
+	return ppid, fields[0], err == nil
 }
 
 func TestInspectLiveAndDeadRings(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"time"
 
@@ -27,7 +28,8 @@ func runPrune(ctx context.Context, args []string, inv *invocation) int {
 	dry := fs.Bool("dry-run", false, "list what would be removed, remove nothing (every removal is listed: rings and\n"+
 		"markers of dead producers, markers without rings, orphan lock files, FIFOs without a\n"+
 		"reader, empty scope directories)")
-	olderThan := fs.Duration("older-than", 0, "also remove per-key segments not written for this long (0: never)")
+	olderThan := fs.Duration("older-than", 0, "also remove per-key segments not written for this long, if no one holds their lock\n"+
+		"(0s: every such segment; without the flag: none)")
 	if code, ok := inv.parse(fs, args); !ok {
 		return code
 	}
@@ -35,13 +37,21 @@ func runPrune(ctx context.Context, args []string, inv *invocation) int {
 		return inv.usageError("unexpected arguments %q", fs.Args())
 	}
 	if *olderThan < 0 {
-		return inv.usageError("--older-than %v: want a positive duration", *olderThan)
+		return inv.usageError("--older-than %v: want a duration of 0s or more", *olderThan)
 	}
+	segmentsOlderThan := time.Duration(0) // shmstate: zero leaves every segment alone
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "older-than" {
+			// No value may silently mean "never": 0s is "written before
+			// now", the smallest age shmstate takes as a limit.
+			segmentsOlderThan = max(*olderThan, time.Nanosecond)
+		}
+	})
 	opts, code, ok := sel.options(inv)
 	if !ok {
 		return code
 	}
-	rep, err := shmstate.Prune(shmstate.PruneOptions{Options: opts, DryRun: *dry, SegmentsOlderThan: *olderThan, FIFOGrace: pruneFIFOGrace})
+	rep, err := shmstate.Prune(shmstate.PruneOptions{Options: opts, DryRun: *dry, SegmentsOlderThan: segmentsOlderThan, FIFOGrace: pruneFIFOGrace})
 	verb := "removed"
 	if *dry {
 		verb = "would remove"

@@ -113,3 +113,46 @@ func TestPruneRemovesOnlyTheDead(t *testing.T) {
 		t.Errorf("live send exited %d: %s", code, live.errText())
 	}
 }
+
+// --older-than has no value that silently means never: without the flag no
+// segment is removed, with 0s every unlocked one is, and a negative age is
+// a usage error.
+func TestPruneOlderThan(t *testing.T) {
+	s := opsScope(t)
+	hourOld := time.Now().Add(-time.Hour)
+	cases := []struct {
+		args    []string
+		removed []bool // of the fresh segment, the one written an hour ago
+	}{
+		{nil, []bool{false, false}},
+		{[]string{"--older-than", "2h"}, []bool{false, false}},
+		{[]string{"--older-than", "30m"}, []bool{false, true}},
+		{[]string{"--older-than", "0s"}, []bool{true, true}},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(append([]string{"flags"}, c.args...), " "), func(t *testing.T) {
+			var files [][]string
+			for _, mtime := range []time.Time{time.Now(), hourOld} {
+				key := shmtest.Key("aged")
+				kf := shmtest.KeyFiles(scope.ShmDir, key)
+				t.Cleanup(func() { os.Remove(kf[0]); os.Remove(kf[1]) })
+				shmtest.WriteFile(t, kf[1], nil)
+				shmtest.WriteFileAt(t, kf[0], []byte("\xa5payload"), mtime)
+				files = append(files, kf)
+			}
+			args := append([]string{"prune", "--scope", s, "--key-prefix", shmtest.Prefix()}, c.args...)
+			r := omnishm(t, nil, args...)
+			r.wantSuccess(t)
+			for i, kf := range files {
+				if c.removed[i] {
+					shmtest.AssertAbsent(t, kf...)
+				} else {
+					shmtest.AssertPresent(t, kf...)
+				}
+			}
+		})
+	}
+	if r := omnishm(t, nil, "prune", "--scope", s, "--older-than", "-1ns"); r.code != exitUsage {
+		t.Fatalf("--older-than -1ns: exit %d, want a usage error", r.code)
+	}
+}

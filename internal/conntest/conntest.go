@@ -121,16 +121,36 @@ func RemoveAtEnd(tb testing.TB, names scope.Names, keyPrefixes ...string) {
 	tb.Cleanup(func() {
 		os.RemoveAll(names.RingDir())
 		os.RemoveAll(names.WakeDir)
-		entries, _ := os.ReadDir(scope.ShmDir)
-		for _, e := range entries {
-			n := e.Name()
-			key, isLock := scope.LockKey(n)
-			if !isLock {
-				key = n
-			}
-			if strings.HasPrefix(n, names.RingPrefix()) || slices.ContainsFunc(keyPrefixes, func(p string) bool { return strings.HasPrefix(key, p) }) {
-				os.Remove(scope.Path(n))
-			}
+		for _, path := range Files(names, keyPrefixes...) {
+			os.Remove(path)
 		}
 	})
+}
+
+// Files lists what is in /dev/shm of names and of keys starting with one of
+// keyPrefixes: the ring and wake directories and what is in them, ring
+// files, segments and lock files.
+func Files(names scope.Names, keyPrefixes ...string) []string {
+	var files []string
+	for _, dir := range []string{names.RingDir(), names.WakeDir} {
+		entries, err := os.ReadDir(dir)
+		if err == nil {
+			files = append(files, dir)
+		}
+		for _, e := range entries {
+			files = append(files, dir+"/"+e.Name())
+		}
+	}
+	entries, _ := os.ReadDir(scope.ShmDir)
+	for _, e := range entries {
+		n := e.Name()
+		key, isLock := scope.LockKey(n)
+		if !isLock {
+			key = n
+		}
+		if strings.HasPrefix(n, names.RingPrefix()) || slices.ContainsFunc(keyPrefixes, func(p string) bool { return strings.HasPrefix(key, p) }) {
+			files = append(files, scope.Path(n))
+		}
+	}
+	return files
 }
