@@ -293,3 +293,43 @@ func TestStreamWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestRunNats times the nats transport in each mode that can, over the
+// server Run starts for the plan, beside the socket; stream fails unless
+// every message arrived exactly once.
+func TestRunNats(t *testing.T) {
+	for _, mode := range []Mode{Latency, Pair, Stream} {
+		t.Run(string(mode), func(t *testing.T) {
+			count := 3
+			if mode == Stream {
+				count = 40
+			}
+			p := plan(t, mode, count, Nats, UDS)
+			if mode == Stream {
+				p.Window = 8
+			}
+			r, err := Run(context.Background(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{"nats", "nats", "uds", "uds", "memcpy", "memcpy"}; !slices.Equal(transports(r.Results), want) {
+				t.Fatalf("transports %v, want %v", transports(r.Results), want)
+			}
+			for _, x := range r.Results[:2] {
+				if x.Count != count || x.P50Us <= 0 || (mode != Pair) != (x.VsUDS != nil) || x.FlockRatio != nil || x.FloorRatio != nil {
+					t.Errorf("nats result %+v", x)
+				}
+			}
+			if mode == Pair && r.Results[2].FlockRatio == nil {
+				t.Errorf("uds pair without its flock ratio: %+v", r.Results[2])
+			}
+		})
+	}
+}
+
+func TestRunNatsRefusedByFanout(t *testing.T) {
+	_, err := Run(context.Background(), Plan{Mode: Fanout, Transports: []string{Nats}})
+	if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), `cannot time transport "nats"`) {
+		t.Fatalf("fanout over nats: %v", err)
+	}
+}
