@@ -3,7 +3,9 @@ package bench
 import (
 	"fmt"
 	"slices"
+	"strconv"
 
+	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/natsconn"
 )
@@ -12,11 +14,9 @@ import (
 // with: this process and the receiver process, which gets them in each
 // request.
 type Endpoints struct {
-	Scope     string `json:"scope"`      // the shared-memory transports' wakeup scope
-	RingBytes int    `json:"ring_bytes"` // the ring transport's capacity
-	// Nats are the nats transport's options (StageID aside, which is each
-	// end's own).
-	Nats natsconn.Options `json:"nats"`
+	Scope     string      `json:"scope"`      // the shared-memory transports' wakeup scope
+	RingBytes int         `json:"ring_bytes"` // the ring transport's capacity
+	Nats      config.Nats `json:"nats"`       // the nats transport's settings
 }
 
 // endpoints are the plan's, once resolved (and, for nats, its server
@@ -25,29 +25,26 @@ func (p Plan) endpoints() Endpoints {
 	return Endpoints{Scope: p.Scope, RingBytes: p.RingBytes, Nats: p.Nats}
 }
 
-// open opens a connector of transport as stage (the producer: none).
+// open opens a connector of transport as stage ("" for the producer),
+// through the connector factory.
 func (e Endpoints) open(transport, stage string) (connector.Receiver, error) {
+	c := config.Connector{Name: config.SharedMemoryConnector, Extra: config.Extra{WakeupScope: e.Scope, StageID: config.NoStage}}
 	switch transport {
+	case Ring:
+		c.Extra.HostRingBytes = e.RingBytes
+	case PerKey: // host_ring_bytes 0: per-key segments only
 	case Nats:
-		o := e.Nats
-		o.StageID = connector.Stage(stage)
-		c, err := natsconn.Open(o)
-		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		return c, nil
-	case Ring, PerKey:
-		opts := connector.Options{StageID: connector.Stage(stage), WakeupScope: e.Scope, HostRingBytes: connector.NoRing}
-		if transport == Ring {
-			opts.HostRingBytes = e.RingBytes
-		}
-		c, err := connector.Open(opts)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
+		c = config.Connector{Name: config.NatsConnector, Extra: config.Extra{Nats: e.Nats, StageID: config.NoStage}}
+	default:
+		return nil, fmt.Errorf("bench: transport %q has no connector", transport)
 	}
-	return nil, fmt.Errorf("bench: transport %q has no connector", transport)
+	if stage != "" {
+		var err error
+		if c.Extra.StageID, err = strconv.Atoi(stage); err != nil {
+			return nil, fmt.Errorf("bench: stage %q: %w", stage, err)
+		}
+	}
+	return connector.New(c)
 }
 
 // startNats starts the embedded server a plan that times nats over no

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"omnishm/natsconn"
+	"omnishm/config"
 	"omnishm/ring"
 	"omnishm/tensor"
 	"omnishm/wire"
@@ -160,11 +160,11 @@ type Plan struct {
 	// Warmup messages precede the timed ones, untimed; 0 means
 	// min(Count, 20), negative none.
 	Warmup int
-	// Nats are the nats transport's connector options. URL "" means a
-	// server Run starts in this process for the run (natsconn.StartEmbedded,
-	// JetStream in a temporary directory it removes), when nats is timed.
-	// StageID is ignored: each end has its own.
-	Nats natsconn.Options
+	// Nats are the nats transport's settings, as a NatsConnector's extra
+	// has them. URL "" means a server Run starts in this process for the
+	// run when nats is timed (natsconn.StartEmbedded: a loopback port,
+	// JetStream in a temporary directory it removes).
+	Nats config.Nats
 	// RingBytes is the host ring capacity of the ring transport; 0 means
 	// the connector's default (4 MiB). A frame over a quarter of it goes
 	// per-key: the result is then named ring->perkey (or ring+perkey).

@@ -31,7 +31,7 @@ func TestRun(t *testing.T) {
 		{Config{Requests: 2, Chunks: 4}, 4 << 20},
 		{Config{Requests: 2, Chunks: 4, RingBytes: 4096}, 4096},
 		{Config{Requests: 2, Chunks: 4, PerKeyOnly: true}, 0},
-		{Config{Requests: 1, Chunks: 1}, 4 << 20}, // the smallest run: one chunk is also the last
+		{Config{Requests: 1, Chunks: 1}, 4 << 20},                 // the smallest run: one chunk is also the last
 		{Config{Requests: 2, Chunks: 4, Nats: &config.Nats{}}, 0}, // over a server Run embeds
 	} {
 		name := fmt.Sprintf("ring=%d/%dx%d", c.ring, c.cfg.Requests, c.cfg.Chunks)
