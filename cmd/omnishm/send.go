@@ -9,8 +9,10 @@ import (
 	"syscall"
 	"time"
 
+	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/jsonform"
+	"omnishm/natsconn"
 	"omnishm/ring"
 )
 
@@ -22,8 +24,10 @@ const exitInterrupted = 130
 
 func init() {
 	register(command{
-		name:    "send",
-		usage:   "--scope S --from F --to T --key K [--ring-bytes N] [--wait DURATION] [FILE|-]",
+		name: "send",
+		usage: "--from F --to T --key K [--scope S] [--ring-bytes N] [--wait DURATION] [FILE|-]\n" +
+			"       --transport nats [--url URL] --from F --to T --key K [--wait DURATION] [FILE|-]\n" +
+			"       --config FILE [--connector NAME] --from F --to T --key K [--wait DURATION] [FILE|-]",
 		summary: "publish a payload (JSON form), print its descriptor, stay until it is claimed (exit 0)",
 		run:     runSend,
 	})
@@ -33,22 +37,26 @@ func init() {
 type edgeFlags struct {
 	scope, from, to, key *string
 	ringBytes            *int
+	transport            transportFlags
+	chosen               config.Connector // check's: what open opens
 }
 
-func declareEdgeFlags(inv *invocation, ringHelp string) (*flag.FlagSet, edgeFlags) {
+func declareEdgeFlags(inv *invocation, ringHelp string) (*flag.FlagSet, *edgeFlags) {
 	fs := inv.flags()
-	e := edgeFlags{
-		scope:     fs.String("scope", "", "wakeup scope shared by both ends (default: none, names keyed by the parent pid)"),
+	e := &edgeFlags{
+		scope:     fs.String("scope", "", "wakeup scope shared by both ends (default: none, names keyed by the parent pid) (shm only)"),
 		from:      fs.String("from", "", "producer stage id (required)"),
 		to:        fs.String("to", "", "receiver stage id (required)"),
 		key:       fs.String("key", "", "publication key (required)"),
-		ringBytes: fs.Int("ring-bytes", ring.DefaultCapacity, ringHelp),
+		ringBytes: fs.Int("ring-bytes", ring.DefaultCapacity, ringHelp+" (shm only)"),
+		transport: declareTransportFlags(fs, true, "default: the configuration's, else "+natsconn.DefaultURL),
 	}
 	return fs, e
 }
 
-// check reports the first missing required flag.
-func (e edgeFlags) check(inv *invocation) (int, bool) {
+// check reports the first missing required flag or flag that does not go
+// with the transport, and settles the connector configuration.
+func (e *edgeFlags) check(inv *invocation, fs *flag.FlagSet) (int, bool) {
 	for _, f := range []struct{ name, v string }{{"from", *e.from}, {"to", *e.to}, {"key", *e.key}} {
 		if f.v == "" {
 			return inv.usageError("--%s is required", f.name), false
@@ -57,16 +65,29 @@ func (e edgeFlags) check(inv *invocation) (int, bool) {
 	if ring.CheckCapacity(*e.ringBytes) != nil {
 		return inv.usageError("--ring-bytes %d: want 0 (per-key only) or 4096..67108864", *e.ringBytes), false
 	}
+	set := flagsSet(fs)
+	c, code, ok := e.transport.chosen(inv, set)
+	if !ok {
+		return code, false
+	}
+	for _, f := range []string{"scope", "ring-bytes"} {
+		if set[f] && c.Name != config.SharedMemoryConnector {
+			return inv.usageError("--%s is for --transport %s", f, transportSHM), false
+		}
+	}
+	if set["scope"] {
+		c.Extra.WakeupScope = *e.scope
+	}
+	if set["ring-bytes"] {
+		c.Extra.HostRingBytes = *e.ringBytes // 0: per-key only
+	}
+	e.chosen = c
 	return exitOK, true
 }
 
 // open opens a connector for stage, configured from the flags.
-func (e edgeFlags) open(stage string) (*connector.SHM, error) {
-	return connector.Open(connector.Options{
-		StageID:       connector.Stage(stage),
-		WakeupScope:   *e.scope,
-		HostRingBytes: connector.RingBytes(*e.ringBytes), // --ring-bytes 0: per-key only
-	})
+func (e *edgeFlags) open(stage string) (connector.Receiver, error) {
+	return openEndpoint(e.chosen, stage)
 }
 
 func runSend(ctx context.Context, args []string, inv *invocation) int {
@@ -75,7 +96,7 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 	if code, ok := inv.parse(fs, args); !ok {
 		return code
 	}
-	if code, ok := e.check(inv); !ok {
+	if code, ok := e.check(inv, fs); !ok {
 		return code
 	}
 	if *wait <= 0 {
@@ -107,35 +128,56 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 	}
 	fmt.Fprintln(inv.out, desc.String())
 
-	deadline := time.NewTimer(*wait)
-	defer deadline.Stop()
-	// Poll cheaply (a few preads or one lstat, no lock) with a backoff: the
-	// frames must outlive the put until claimed, and nothing else here
-	// needs the CPU.
-	claimed := func() (bool, error) { return conn.Claimed(desc) }
+	// The publication must outlive the put until it is claimed.
+	wctx, cancel := context.WithTimeout(ctx, *wait)
+	defer cancel()
+	err = waitClaimed(wctx, conn, desc)
+	switch {
+	case err == nil:
+		return exitOK
+	case ctx.Err() != nil:
+		conn.Cleanup(*e.key)
+		fmt.Fprintf(inv.err, "omnishm send: interrupted; publication of %q retired\n", *e.key)
+		return exitInterrupted
+	case wctx.Err() != nil:
+		if !conn.Cleanup(*e.key) {
+			return exitOK // claimed as the wait ended: nothing was left to retire
+		}
+		fmt.Fprintf(inv.err, "omnishm send: no receiver claimed %q within %v; publication retired\n", *e.key, *wait)
+		return exitUnclaimed
+	}
+	conn.Cleanup(*e.key)
+	return inv.fail(err)
+}
+
+// claimWaiter is a transport that can block until a receiver claims its
+// publication: natsconn.Connector, and connector.SHM once it has WaitClaimed.
+type claimWaiter interface {
+	WaitClaimed(ctx context.Context, d connector.Descriptor) error
+}
+
+// waitClaimed blocks until a receiver claimed d, ctx ends (ctx.Err()), or
+// an error.
+func waitClaimed(ctx context.Context, t connector.Transport, d connector.Descriptor) error {
+	if w, ok := t.(claimWaiter); ok {
+		return w.WaitClaimed(ctx, d)
+	}
+	shm, ok := t.(*connector.SHM)
+	if !ok {
+		return fmt.Errorf("%T cannot tell when its publication is claimed", t)
+	}
+	// Until SHM waits itself: poll cheaply (a few preads or one lstat, no
+	// lock) with a backoff.
 	backoff := 200 * time.Microsecond
 	for {
-		if done, err := claimed(); err != nil {
-			conn.Cleanup(*e.key)
-			return inv.fail(err)
-		} else if done {
-			return exitOK
+		if done, err := shm.Claimed(d); err != nil || done {
+			return err
 		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			conn.Cleanup(*e.key)
-			fmt.Fprintf(inv.err, "omnishm send: interrupted; publication of %q retired\n", *e.key)
-			return exitInterrupted
-		case <-deadline.C:
-			t.Stop()
-			if done, _ := claimed(); done {
-				return exitOK
-			}
-			conn.Cleanup(*e.key)
-			fmt.Fprintf(inv.err, "omnishm send: no receiver claimed %q within %v; publication retired\n", *e.key, *wait)
-			return exitUnclaimed
+			return ctx.Err()
 		case <-t.C:
 		}
 		backoff = min(backoff*2, 20*time.Millisecond)
