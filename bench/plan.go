@@ -161,7 +161,7 @@ type Plan struct {
 	// min(Count, 20), negative none.
 	Warmup int
 	// Nats are the nats transport's settings, as a NatsConnector's extra
-	// has them. URL "" means a server Run starts in this process for the
+	// has them; a plan that does not time nats has none. URL "" means a server Run starts in this process for the
 	// run when nats is timed (natsconn.StartEmbedded: a loopback port,
 	// JetStream in a temporary directory it removes).
 	Nats config.Nats
@@ -242,6 +242,8 @@ func (p Plan) resolve() (Plan, [][]byte, error) {
 		return p, nil, fmt.Errorf("%w: %d waiters (want 1..%d)", ErrPlan, p.Waiters, maxWaiters)
 	case p.Idle < 0:
 		return p, nil, fmt.Errorf("%w: idle window %v", ErrPlan, p.Idle)
+	case p.Nats != (config.Nats{}) && !slices.Contains(p.Transports, Nats):
+		return p, nil, fmt.Errorf("%w: NATS settings, but nats is not among the transports timed", ErrPlan)
 	}
 	for _, err := range []error{
 		only("a window", p.Window > 0, Stream),

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"omnishm/config"
 	"omnishm/internal/shmtest"
 )
 
@@ -228,6 +229,7 @@ func TestRunBadPlan(t *testing.T) {
 		{"idle", Plan{Mode: Fanout, Idle: -time.Second}, "idle window -1s"},
 		{"fanout count", Plan{Mode: Fanout, Count: 10}, "no count"},
 		{"fanout uds", Plan{Mode: Fanout, Transports: []string{UDS}}, `fanout mode cannot time transport "uds"`},
+		{"nats settings without nats", Plan{Transports: []string{Ring}, Nats: config.Nats{URL: "nats://127.0.0.1:1"}}, "nats is not among"},
 		{"wait-in", Plan{Mode: Fanout, WaitIn: []string{"poll"}}, `unknown wait-in "poll"`},
 		{"wait-in twice", Plan{Mode: Fanout, WaitIn: []string{WaitRecv, WaitRecv}}, `"recv" given twice`},
 		{"reader chunk", Plan{Mode: Fanout, Payloads: []Payload{{Value: int64(7)}}}, "chunks, which are maps"},
