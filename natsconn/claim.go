@@ -63,6 +63,9 @@ func (c *Connector) Claimed(d connector.Descriptor) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("natsconn: claimed %s@%d: %w", subject, rev, err)
 	}
+	if f == claimed {
+		c.pending.forget(subject, rev) // nothing left for Cleanup or Close to retire
+	}
 	return f == claimed, nil
 }
 
@@ -142,6 +145,7 @@ func (c *Connector) WaitClaimed(ctx context.Context, d connector.Descriptor) err
 			if err := w.result(); err != nil {
 				return wrap(err)
 			}
+			c.pending.forget(subject, rev)
 			return nil
 		case <-changed:
 			check = true

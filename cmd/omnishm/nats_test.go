@@ -186,4 +186,6 @@ func TestNatsUnreachable(t *testing.T) {
 	os.WriteFile(cfg, []byte("connectors:\n  remote:\n    name: NatsConnector\n    extra: {url: \"nats://127.0.0.1:1\", timeout: 200ms}\n"), 0o600)
 	r := omnishm(t, nil, "recv", "--config", cfg, "--from", "0", "--to", "1", "--key", "k", "--timeout", "10s")
 	r.wantFailure(t, exitFail, "unreachable")
+	r = omnishm(t, []byte(`{"x": 1}`), "send", "--config", cfg, "--from", "0", "--to", "1", "--key", "k")
+	r.wantFailure(t, exitFail, "unreachable")
 }

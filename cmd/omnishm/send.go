@@ -122,6 +122,10 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 		return inv.fail(err)
 	}
 	defer conn.Close()
+	teller, ok := conn.(claimTeller)
+	if !ok {
+		return inv.fail(fmt.Errorf("%T cannot tell when its publication is claimed", conn))
+	}
 	_, desc, err := conn.Put(*e.from, *e.to, *e.key, payload)
 	if err != nil {
 		return inv.fail(err)
@@ -131,46 +135,56 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 	// The publication must outlive the put until it is claimed.
 	wctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
-	err = waitClaimed(wctx, conn, desc)
-	switch {
-	case err == nil:
+	err = waitClaimed(wctx, teller, desc)
+	if err == nil {
 		return exitOK
+	}
+	// Not claimed in time (or the wait failed): retire it, unless a
+	// receiver claimed it meanwhile.
+	retired := conn.Cleanup(*e.key)
+	if !retired {
+		if ok, _ := teller.Claimed(desc); ok {
+			return exitOK
+		}
+	}
+	what := "publication retired"
+	if !retired {
+		what = "it could not be retired (it expires unclaimed)"
+	}
+	switch {
 	case ctx.Err() != nil:
-		conn.Cleanup(*e.key)
-		fmt.Fprintf(inv.err, "omnishm send: interrupted; publication of %q retired\n", *e.key)
+		fmt.Fprintf(inv.err, "omnishm send: interrupted; %s (key %q)\n", what, *e.key)
 		return exitInterrupted
 	case wctx.Err() != nil:
-		if !conn.Cleanup(*e.key) {
-			return exitOK // claimed as the wait ended: nothing was left to retire
-		}
-		fmt.Fprintf(inv.err, "omnishm send: no receiver claimed %q within %v; publication retired\n", *e.key, *wait)
+		fmt.Fprintf(inv.err, "omnishm send: no receiver claimed %q within %v; %s\n", *e.key, *wait, what)
 		return exitUnclaimed
 	}
-	conn.Cleanup(*e.key)
 	return inv.fail(err)
 }
 
-// claimWaiter is a transport that can block until a receiver claims its
-// publication: natsconn.Connector, and connector.SHM once it has WaitClaimed.
+// claimTeller is a transport that tells whether a receiver claimed its
+// publication; a claimWaiter also blocks until one does. natsconn.Connector
+// is both; connector.SHM tells (and waits, once it has WaitClaimed).
+type claimTeller interface {
+	Claimed(d connector.Descriptor) (bool, error)
+}
+
 type claimWaiter interface {
+	claimTeller
 	WaitClaimed(ctx context.Context, d connector.Descriptor) error
 }
 
 // waitClaimed blocks until a receiver claimed d, ctx ends (ctx.Err()), or
 // an error.
-func waitClaimed(ctx context.Context, t connector.Transport, d connector.Descriptor) error {
+func waitClaimed(ctx context.Context, t claimTeller, d connector.Descriptor) error {
 	if w, ok := t.(claimWaiter); ok {
 		return w.WaitClaimed(ctx, d)
-	}
-	shm, ok := t.(*connector.SHM)
-	if !ok {
-		return fmt.Errorf("%T cannot tell when its publication is claimed", t)
 	}
 	// Until SHM waits itself: poll cheaply (a few preads or one lstat, no
 	// lock) with a backoff.
 	backoff := 200 * time.Microsecond
 	for {
-		if done, err := shm.Claimed(d); err != nil || done {
+		if done, err := t.Claimed(d); err != nil || done {
 			return err
 		}
 		t := time.NewTimer(backoff)
