@@ -10,10 +10,10 @@ import (
 	"omnishm/natsconn"
 )
 
-// Endpoints are the settings both ends of a run open their connectors
+// endpointSettings are the settings both ends of a run open their connectors
 // with: this process and the receiver process, which gets them in each
 // request.
-type Endpoints struct {
+type endpointSettings struct {
 	Scope     string      `json:"scope"`      // the shared-memory transports' wakeup scope
 	RingBytes int         `json:"ring_bytes"` // the ring transport's capacity
 	Nats      config.Nats `json:"nats"`       // the nats transport's settings
@@ -21,13 +21,13 @@ type Endpoints struct {
 
 // endpoints are the plan's, once resolved (and, for nats, its server
 // started).
-func (p Plan) endpoints() Endpoints {
-	return Endpoints{Scope: p.Scope, RingBytes: p.RingBytes, Nats: p.Nats}
+func (p Plan) endpoints() endpointSettings {
+	return endpointSettings{Scope: p.Scope, RingBytes: p.RingBytes, Nats: p.Nats}
 }
 
 // open opens a connector of transport as stage ("" for the producer),
 // through the connector factory.
-func (e Endpoints) open(transport, stage string) (connector.Receiver, error) {
+func (e endpointSettings) open(transport, stage string) (connector.Receiver, error) {
 	c := config.Connector{Name: config.SharedMemoryConnector, Extra: config.Extra{WakeupScope: e.Scope, StageID: config.NoStage}}
 	switch transport {
 	case Ring:

@@ -38,7 +38,7 @@ const recvTimeout = 30 * time.Second
 type request struct {
 	Mode      Mode   `json:"mode"`
 	Transport string `json:"transport"`
-	Endpoints
+	endpointSettings
 	KeyPrefix string `json:"key_prefix"`
 	Run       int    `json:"run"`
 	Messages  int    `json:"messages"`
@@ -191,7 +191,7 @@ func serveReceiver(ctx context.Context, _ []string) int {
 		if req.Transport != UDS {
 			id := req.Transport + "/" + req.Scope + "/" + req.Nats.URL
 			if conn = conns[id]; conn == nil {
-				c, err := req.Endpoints.open(req.Transport, benchTo)
+				c, err := req.open(req.Transport, benchTo)
 				if err != nil {
 					return fail(err)
 				}

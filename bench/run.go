@@ -210,7 +210,7 @@ func (r *runner) withReceiver(f func() error) error {
 // request is what the receiver process needs to serve cell c in mode,
 // but the counts of messages.
 func (r *runner) request(mode Mode, c *cell) request {
-	return request{Mode: mode, Transport: c.transport, Endpoints: r.plan.endpoints(), KeyPrefix: r.plan.KeyPrefix, Run: c.run}
+	return request{Mode: mode, Transport: c.transport, endpointSettings: r.plan.endpoints(), KeyPrefix: r.plan.KeyPrefix, Run: c.run}
 }
 
 // key names message i of one cell; keys are never reused, so a late claim
