@@ -34,8 +34,9 @@ func fanoutRequest(prefix string, run, i int) string {
 // timeFanout is a fanout cell.
 func timeFanout(r *runner, c *cell) error {
 	n := c.count
-	err := r.peer.request(request{Mode: Fanout, Transport: c.transport, Scope: r.plan.Scope, RingBytes: r.plan.RingBytes,
-		KeyPrefix: r.plan.KeyPrefix, Run: c.run, Messages: n, WaitIn: c.waitIn, Idle: r.plan.Idle})
+	req := r.request(Fanout, c)
+	req.Messages, req.WaitIn, req.Idle = n, c.waitIn, r.plan.Idle
+	err := r.peer.request(req)
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ type delivered struct {
 }
 
 // serveFanout is the receiver's side of a fanout cell.
-func serveFanout(ctx context.Context, conn *connector.SHM, req request) error {
+func serveFanout(ctx context.Context, conn connector.Receiver, req request) error {
 	n := req.Messages
 	// Today's Recv holds an OS thread per waiter; Go stops at 10000.
 	if threads := 2*n + 1000; threads > 10000 {
@@ -167,7 +168,7 @@ func serveFanout(ctx context.Context, conn *connector.SHM, req request) error {
 
 // wait is waiter i of a fanout: it blocks until its message arrives,
 // calling waiting.Done just before it blocks.
-func wait(ctx context.Context, conn *connector.SHM, req request, i int, waiting *sync.WaitGroup) error {
+func wait(ctx context.Context, conn connector.Receiver, req request, i int, waiting *sync.WaitGroup) error {
 	if req.WaitIn == WaitReader {
 		rd, err := stream.NewReader(conn, benchFrom, benchTo, fanoutRequest(req.KeyPrefix, req.Run, i),
 			stream.ReaderOptions{ProgressTimeout: time.Hour}) // only a delivery, or the run's end, ends it

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"omnishm/config"
 	"omnishm/ring"
 	"omnishm/tensor"
 	"omnishm/wire"
@@ -49,16 +50,18 @@ const (
 // Modes lists the modes Run knows, in the order a usage message names them.
 func Modes() []Mode { return slices.Clone(modeOrder) }
 
-// Transports a plan can time. UDS is the baseline: the same serialized
-// bytes through a Unix-domain stream socket.
+// Transports a plan can time. Nats is package natsconn, over
+// Plan.Nats.URL or an embedded server. UDS is the baseline: the same
+// serialized bytes through a Unix-domain stream socket.
 const (
 	Ring   = "ring"
 	PerKey = "perkey"
+	Nats   = "nats"
 	UDS    = "uds"
 )
 
 // Transports lists every transport, in the order Run times them by default.
-func Transports() []string { return []string{Ring, PerKey, UDS} }
+func Transports() []string { return []string{Ring, PerKey, Nats, UDS} }
 
 // Floor rows: what a result is measured against, in the same run.
 const (
@@ -148,7 +151,7 @@ type Plan struct {
 	Mode     Mode      // "" means Latency
 	Payloads []Payload // nil means tensors of 512 B, 4 KiB, 64 KiB, 1 MiB (fanout: 512 B)
 	// Transports nil means Transports() (fanout: ring and perkey, the
-	// transports it can time).
+	// transports it can time; nats is for latency, pair and stream).
 	Transports []string
 	// Count is the number of timed messages per transport and payload; 0
 	// means 1000, and in stream mode 256 MiB worth (100..20000). Fanout
@@ -157,6 +160,11 @@ type Plan struct {
 	// Warmup messages precede the timed ones, untimed; 0 means
 	// min(Count, 20), negative none.
 	Warmup int
+	// Nats are the nats transport's settings, as a NatsConnector's extra
+	// has them; a plan that does not time nats has none. URL "" means a server Run starts in this process for the
+	// run when nats is timed (natsconn.StartEmbedded: a loopback port,
+	// JetStream in a temporary directory it removes).
+	Nats config.Nats
 	// RingBytes is the host ring capacity of the ring transport; 0 means
 	// the connector's default (4 MiB). A frame over a quarter of it goes
 	// per-key: the result is then named ring->perkey (or ring+perkey).
@@ -234,6 +242,8 @@ func (p Plan) resolve() (Plan, [][]byte, error) {
 		return p, nil, fmt.Errorf("%w: %d waiters (want 1..%d)", ErrPlan, p.Waiters, maxWaiters)
 	case p.Idle < 0:
 		return p, nil, fmt.Errorf("%w: idle window %v", ErrPlan, p.Idle)
+	case p.Nats != (config.Nats{}) && !slices.Contains(p.Transports, Nats):
+		return p, nil, fmt.Errorf("%w: NATS settings, but nats is not among the transports timed", ErrPlan)
 	}
 	for _, err := range []error{
 		only("a window", p.Window > 0, Stream),

@@ -38,8 +38,7 @@ const recvTimeout = 30 * time.Second
 type request struct {
 	Mode      Mode   `json:"mode"`
 	Transport string `json:"transport"`
-	Scope     string `json:"scope"`
-	RingBytes int    `json:"ring_bytes"`
+	endpointSettings
 	KeyPrefix string `json:"key_prefix"`
 	Run       int    `json:"run"`
 	Messages  int    `json:"messages"`
@@ -167,7 +166,7 @@ func say(v ...int64) error {
 // from stdin until end of file.
 func serveReceiver(ctx context.Context, _ []string) int {
 	sock := os.NewFile(3, "bench-uds")
-	conns := map[string]*connector.SHM{}
+	conns := map[string]connector.Receiver{}
 	defer func() {
 		for _, c := range conns {
 			c.Close()
@@ -188,11 +187,11 @@ func serveReceiver(ctx context.Context, _ []string) int {
 		if err := json.Unmarshal([]byte(line), &req); err != nil {
 			return fail(err)
 		}
-		var conn *connector.SHM
+		var conn connector.Receiver
 		if req.Transport != UDS {
-			id := req.Transport + "/" + req.Scope
+			id := req.Transport + "/" + req.Scope + "/" + req.Nats.URL
 			if conn = conns[id]; conn == nil {
-				c, err := open(req.Scope, req.RingBytes, req.Transport, benchTo)
+				c, err := req.open(req.Transport, benchTo)
 				if err != nil {
 					return fail(err)
 				}
@@ -220,7 +219,7 @@ func serveReceiver(ctx context.Context, _ []string) int {
 // incoming is where a latency or stream request's messages arrive: a
 // connector, or the socket into buf.
 type incoming struct {
-	conn *connector.SHM // nil for uds
+	conn connector.Receiver // nil for uds
 	sock *os.File
 	buf  []byte
 	req  request

@@ -67,15 +67,16 @@ type cell struct {
 	transport string
 	waitIn    string // fanout only
 	payload   Payload
-	form      []byte         // the payload's msgpack form
-	run       int            // names the cell's keys
-	conn      *connector.SHM // nil for uds and memcpy
-	count     int            // timed messages
-	warmup    int            // untimed ones before them
+	form      []byte             // the payload's msgpack form
+	run       int                // names the cell's keys
+	conn      connector.Receiver // nil for uds and memcpy
+	count     int                // timed messages
+	warmup    int                // untimed ones before them
 }
 
 // Run measures plan and returns the report (the caller's), in plan order
-// (transports outer, payloads inner, the memcpy rows last). A mode with a
+// (transports outer, payloads inner, the memcpy rows last). A plan timing
+// nats over no given server runs one in this process for its duration. A mode with a
 // receiver runs it as a child process of this same executable (package
 // internal/reexec), which has the role because it links this package.
 // When ctx ends, Run stops the receiver and returns what it measured so
@@ -85,6 +86,11 @@ func Run(ctx context.Context, plan Plan) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
+	stopNats, err := plan.startNats()
+	if err != nil {
+		return Report{}, err
+	}
+	defer stopNats() // after the receiver's end: its connectors close first
 	r := &runner{ctx: ctx, plan: plan, mode: modes[plan.Mode], forms: forms, report: Report{Mode: string(plan.Mode)}}
 	for _, c := range r.cells() {
 		r.total += c.warmup + c.count
@@ -150,7 +156,7 @@ func (r *runner) measure() error {
 		}
 		r.report.Flock = &f
 	}
-	conns := map[string]*connector.SHM{}
+	conns := map[string]connector.Receiver{}
 	defer func() {
 		for _, c := range conns {
 			c.Close()
@@ -166,7 +172,7 @@ func (r *runner) measure() error {
 		case UDS:
 		default:
 			if c.conn = conns[c.transport]; c.conn == nil {
-				conn, err := open(r.plan.Scope, r.plan.RingBytes, c.transport, "")
+				conn, err := r.plan.endpoints().open(c.transport, "")
 				if err != nil {
 					return err
 				}
@@ -201,14 +207,10 @@ func (r *runner) withReceiver(f func() error) error {
 	return peer.finish(r.ctx)
 }
 
-// open opens a connector for a bench transport as stage (the producer:
-// none).
-func open(scope string, ringBytes int, transport, stage string) (*connector.SHM, error) {
-	opts := connector.Options{StageID: connector.Stage(stage), WakeupScope: scope, HostRingBytes: connector.NoRing}
-	if transport == Ring {
-		opts.HostRingBytes = ringBytes
-	}
-	return connector.Open(opts)
+// request is what the receiver process needs to serve cell c in mode,
+// but the counts of messages.
+func (r *runner) request(mode Mode, c *cell) request {
+	return request{Mode: mode, Transport: c.transport, endpointSettings: r.plan.endpoints(), KeyPrefix: r.plan.KeyPrefix, Run: c.run}
 }
 
 // key names message i of one cell; keys are never reused, so a late claim
@@ -291,8 +293,9 @@ func (r *runner) timeEach(c *cell, send func(i int) (time.Duration, error)) erro
 // timeLatency is a latency cell: this process puts (or writes the socket),
 // the receiver process stamps each arrival.
 func timeLatency(r *runner, c *cell) error {
-	err := r.peer.request(request{Mode: Latency, Transport: c.transport, Scope: r.plan.Scope, RingBytes: r.plan.RingBytes,
-		KeyPrefix: r.plan.KeyPrefix, Run: c.run, Messages: c.warmup + c.count, Size: len(c.form)})
+	req := r.request(Latency, c)
+	req.Messages, req.Size = c.warmup+c.count, len(c.form)
+	err := r.peer.request(req)
 	if err != nil {
 		return err
 	}
@@ -346,7 +349,7 @@ func timePair(r *runner, c *cell) error {
 }
 
 // pair is one put and the get that claims it.
-func pair(conn *connector.SHM, key string, v any) error {
+func pair(conn connector.Transport, key string, v any) error {
 	if _, _, err := conn.Put(benchFrom, benchTo, key, v); err != nil {
 		return err
 	}

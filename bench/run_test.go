@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"omnishm/config"
 	"omnishm/internal/shmtest"
 )
 
@@ -228,6 +229,7 @@ func TestRunBadPlan(t *testing.T) {
 		{"idle", Plan{Mode: Fanout, Idle: -time.Second}, "idle window -1s"},
 		{"fanout count", Plan{Mode: Fanout, Count: 10}, "no count"},
 		{"fanout uds", Plan{Mode: Fanout, Transports: []string{UDS}}, `fanout mode cannot time transport "uds"`},
+		{"nats settings without nats", Plan{Transports: []string{Ring}, Nats: config.Nats{URL: "nats://127.0.0.1:1"}}, "nats is not among"},
 		{"wait-in", Plan{Mode: Fanout, WaitIn: []string{"poll"}}, `unknown wait-in "poll"`},
 		{"wait-in twice", Plan{Mode: Fanout, WaitIn: []string{WaitRecv, WaitRecv}}, `"recv" given twice`},
 		{"reader chunk", Plan{Mode: Fanout, Payloads: []Payload{{Value: int64(7)}}}, "chunks, which are maps"},
@@ -291,5 +293,45 @@ func TestStreamWindow(t *testing.T) {
 		if got := tc.plan.window(tc.size); got != tc.want {
 			t.Errorf("window of %s over %v with a %s ring: %d, want %d", FormatSize(tc.size), tc.plan.Transports, FormatSize(tc.plan.RingBytes), got, tc.want)
 		}
+	}
+}
+
+// TestRunNats times the nats transport in each mode that can, over the
+// server Run starts for the plan, beside the socket; stream fails unless
+// every message arrived exactly once.
+func TestRunNats(t *testing.T) {
+	for _, mode := range []Mode{Latency, Pair, Stream} {
+		t.Run(string(mode), func(t *testing.T) {
+			count := 3
+			if mode == Stream {
+				count = 40
+			}
+			p := plan(t, mode, count, Nats, UDS)
+			if mode == Stream {
+				p.Window = 8
+			}
+			r, err := Run(context.Background(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{"nats", "nats", "uds", "uds", "memcpy", "memcpy"}; !slices.Equal(transports(r.Results), want) {
+				t.Fatalf("transports %v, want %v", transports(r.Results), want)
+			}
+			for _, x := range r.Results[:2] {
+				if x.Count != count || x.P50Us <= 0 || (mode != Pair) != (x.VsUDS != nil) || x.FlockRatio != nil || x.FloorRatio != nil {
+					t.Errorf("nats result %+v", x)
+				}
+			}
+			if mode == Pair && r.Results[2].FlockRatio == nil {
+				t.Errorf("uds pair without its flock ratio: %+v", r.Results[2])
+			}
+		})
+	}
+}
+
+func TestRunNatsRefusedByFanout(t *testing.T) {
+	_, err := Run(context.Background(), Plan{Mode: Fanout, Transports: []string{Nats}})
+	if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), `cannot time transport "nats"`) {
+		t.Fatalf("fanout over nats: %v", err)
 	}
 }

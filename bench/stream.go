@@ -22,8 +22,9 @@ import (
 func timeStream(r *runner, c *cell) error {
 	window := r.plan.window(c.payload.Size)
 	total := c.warmup + c.count
-	err := r.peer.request(request{Mode: Stream, Transport: c.transport, Scope: r.plan.Scope, RingBytes: r.plan.RingBytes,
-		KeyPrefix: r.plan.KeyPrefix, Run: c.run, Messages: total, Size: len(c.form), Warmup: c.warmup, Ack: max(1, window/4)})
+	req := r.request(Stream, c)
+	req.Messages, req.Size, req.Warmup, req.Ack = total, len(c.form), c.warmup, max(1, window/4)
+	err := r.peer.request(req)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,8 @@
 // Package demo runs omnishm's demonstration pipeline, a small model of a
 // vLLM-Omni speech stage chain: three stage processes, each this same
 // executable re-run in a role of its own (package internal/reexec),
-// connected by omnishm edges in a fresh wakeup scope:
+// connected by omnishm edges in a fresh wakeup scope, or over NATS
+// JetStream (package natsconn) when Config.Nats is set:
 //
 //	stage 0 --codes [1,28] int64--> stage 1 --audio [1,1792] float32--> stage 2 --> {request}.wav
 //
@@ -29,8 +30,10 @@ import (
 	"sync"
 	"time"
 
+	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/internal/reexec"
+	"omnishm/natsconn"
 	"omnishm/ring"
 	"omnishm/scope"
 )
@@ -64,6 +67,12 @@ type Config struct {
 	// the connector's default (4 MiB).
 	RingBytes  int
 	PerKeyOnly bool // no rings: per-key segments only
+	// Nats, when set, carries the edges over NATS JetStream instead of
+	// /dev/shm, with these settings of a NatsConnector. URL "" means a
+	// server Run starts in this process for the run
+	// (natsconn.StartEmbedded: a loopback port, JetStream in a temporary
+	// directory it removes at the end).
+	Nats *config.Nats
 	// Interval paces stage 0: one chunk per request every Interval (0: all
 	// at once, which measures throughput; the latencies then include
 	// queueing behind earlier chunks).
@@ -101,9 +110,13 @@ type Result struct {
 	Scope     string
 	Requests  int
 	Chunks    int // per request
-	RingBytes int // 0: per-key segments only
-	Interval  time.Duration
-	Out       string // where the WAV files are, one per request: {request}.wav
+	RingBytes int // 0: per-key segments only (and over NATS)
+	// Nats is the server the edges went through, when they did: its URL,
+	// and whether Run embedded it.
+	Nats         string
+	NatsEmbedded bool
+	Interval     time.Duration
+	Out          string // where the WAV files are, one per request: {request}.wav
 	// Complete says the pipeline ran to its end and every stage reported:
 	// the fields below are set.
 	Complete bool
@@ -128,7 +141,8 @@ type run struct {
 	scope     string
 	keyPrefix string // starts every key of the run: demo-{id}-
 	requests  []string
-	ring      int // the stages' host ring capacity; 0: none
+	ring      int              // the stages' host ring capacity; 0: none
+	conn      config.Connector // the stages' connector, but its stage
 	stages    [3]*reexec.Child
 	health    [3]*event
 	events    chan message
@@ -186,11 +200,26 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		ring:      cfg.RingBytes,
 		events:    make(chan message, 64),
 	}
-	if cfg.PerKeyOnly {
+	if cfg.PerKeyOnly || cfg.Nats != nil {
 		d.ring = 0
 	}
 	d.requests = requestIDs(d.keyPrefix, cfg.Requests)
 	res := Result{Scope: d.scope, Requests: cfg.Requests, Chunks: cfg.Chunks, RingBytes: d.ring, Interval: cfg.Interval, Out: cfg.Out}
+	d.conn = config.Connector{Name: config.SharedMemoryConnector,
+		Extra: config.Extra{HostRingBytes: d.ring, WakeupScope: d.scope, StageID: config.NoStage}}
+	if cfg.Nats != nil {
+		n := *cfg.Nats
+		if n.URL == "" {
+			url, stop, err := natsconn.StartEmbedded("")
+			if err != nil {
+				return res, fmt.Errorf("demo: %w", err)
+			}
+			defer stop() // after execute has stopped every stage
+			n.URL, res.NatsEmbedded = url, true
+		}
+		d.conn = config.Connector{Name: config.NatsConnector, Extra: config.Extra{Nats: n, StageID: config.NoStage}}
+		res.Nats = n.URL
+	}
 	if res.Out == "" {
 		if res.Out, err = os.MkdirTemp("", "omnishm-demo-"); err != nil {
 			return res, err
@@ -315,7 +344,7 @@ func (d *run) execute(ctx context.Context, res *Result) error {
 // start runs this executable as stage i and forwards its events.
 func (d *run) start(i, upstream int) (*reexec.Child, error) {
 	cfg, err := json.Marshal(stageConfig{
-		Stage: i, Scope: d.scope, KeyPrefix: d.keyPrefix, Requests: len(d.requests), Chunks: d.cfg.Chunks, RingBytes: d.ring,
+		Stage: i, KeyPrefix: d.keyPrefix, Requests: len(d.requests), Chunks: d.cfg.Chunks, Connector: d.conn,
 		IntervalNS: int64(d.cfg.Interval), Out: d.cfg.Out, UpstreamPID: upstream,
 	})
 	if err != nil {
@@ -484,7 +513,14 @@ func (r Result) WriteReport(w io.Writer) error {
 	if r.Interval > 0 {
 		pace = fmt.Sprintf("one chunk per request every %v", r.Interval)
 	}
-	fmt.Fprintf(&b, "omnishm demo: %d requests x %d chunks (%s), ring %d bytes, 3 stage processes\n", r.Requests, r.Chunks, pace, r.RingBytes)
+	edges := fmt.Sprintf("ring %d bytes", r.RingBytes)
+	if r.Nats != "" {
+		edges = "over NATS at " + r.Nats
+		if r.NatsEmbedded {
+			edges += " (embedded)"
+		}
+	}
+	fmt.Fprintf(&b, "omnishm demo: %d requests x %d chunks (%s), %s, 3 stage processes\n", r.Requests, r.Chunks, pace, edges)
 	fmt.Fprintf(&b, "  scope             %s\n", r.Scope)
 	fmt.Fprintf(&b, "  setup             %.3f s (start the stages, open connectors, warm up the rings)\n", r.Setup.Seconds())
 	fmt.Fprintf(&b, "  elapsed           %.3f s\n", r.Elapsed.Seconds())
@@ -493,6 +529,11 @@ func (r Result) WriteReport(w io.Writer) error {
 	fmt.Fprintf(&b, "  chunk latency     p50 %s  p99 %s  max %s (stage-0 send to stage-2 receipt)\n", ms(r.P50), ms(r.P99), ms(r.Max))
 	for i, s := range r.Stages {
 		h := s.Health
+		if r.Nats != "" {
+			fmt.Fprintf(&b, "  stage %d health    puts %d  gets %d  bytes %d  object puts %d  object gets %d  claims lost %d  reconnects %d  reclaimed %d\n",
+				i, h.Puts, h.Gets, h.BytesTransferred, h.RemoteObjectPuts, h.RemoteObjectGets, h.RemoteClaimsLost, h.RemoteReconnects, s.Reclaimed)
+			continue
+		}
 		fmt.Fprintf(&b, "  stage %d health    puts %d  gets %d  bytes %d  ring puts %d  ring gets %d  fallbacks %d  reclaimed %d\n",
 			i, h.Puts, h.Gets, h.BytesTransferred, h.HostRingPuts, h.HostRingGets, h.HostRingFallbacks, s.Reclaimed)
 	}

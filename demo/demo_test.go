@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"omnishm/config"
 	"omnishm/internal/shmtest"
 )
 
@@ -30,9 +31,14 @@ func TestRun(t *testing.T) {
 		{Config{Requests: 2, Chunks: 4}, 4 << 20},
 		{Config{Requests: 2, Chunks: 4, RingBytes: 4096}, 4096},
 		{Config{Requests: 2, Chunks: 4, PerKeyOnly: true}, 0},
-		{Config{Requests: 1, Chunks: 1}, 4 << 20}, // the smallest run: one chunk is also the last
+		{Config{Requests: 1, Chunks: 1}, 4 << 20},                 // the smallest run: one chunk is also the last
+		{Config{Requests: 2, Chunks: 4, Nats: &config.Nats{}}, 0}, // over a server Run embeds
 	} {
-		t.Run(fmt.Sprintf("ring=%d/%dx%d", c.ring, c.cfg.Requests, c.cfg.Chunks), func(t *testing.T) {
+		name := fmt.Sprintf("ring=%d/%dx%d", c.ring, c.cfg.Requests, c.cfg.Chunks)
+		if c.cfg.Nats != nil {
+			name = fmt.Sprintf("nats/%dx%d", c.cfg.Requests, c.cfg.Chunks)
+		}
+		t.Run(name, func(t *testing.T) {
 			cfg := c.cfg
 			cfg.Out = t.TempDir()
 			var phases []Phase
@@ -48,7 +54,8 @@ func TestRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !res.Complete || res.RingBytes != c.ring || res.Received != cfg.Requests*cfg.Chunks || res.Completed != cfg.Requests {
+			if !res.Complete || res.RingBytes != c.ring || res.Received != cfg.Requests*cfg.Chunks || res.Completed != cfg.Requests ||
+				(cfg.Nats != nil) != (res.NatsEmbedded && strings.HasPrefix(res.Nats, "nats://127.0.0.1:")) {
 				t.Fatalf("result %+v", res)
 			}
 			if phases[0] != Started || phases[len(phases)-1] != Streamed {
@@ -78,7 +85,11 @@ func TestRun(t *testing.T) {
 			}
 			var report strings.Builder
 			res.WriteReport(&report)
-			for _, want := range []string{"requests/s", "p50", "p99", "stage 0", "stage 1", "stage 2", res.Scope} {
+			wants := []string{"requests/s", "p50", "p99", "stage 0", "stage 1", "stage 2", res.Scope, "ring puts"}
+			if cfg.Nats != nil {
+				wants = append(wants[:len(wants)-1], "over NATS at "+res.Nats+" (embedded)", "claims lost 0")
+			}
+			for _, want := range wants {
 				if !strings.Contains(report.String(), want) {
 					t.Errorf("report lacks %q:\n%s", want, report.String())
 				}

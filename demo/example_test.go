@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"omnishm/config"
 	"omnishm/demo"
 )
 
@@ -24,4 +25,22 @@ func Example() {
 	}
 	fmt.Printf("%d of %d chunks, %d requests\n", res.Received, res.Requests*res.Chunks, res.Completed)
 	// Output: 8 of 8 chunks, 2 requests
+}
+
+// The same pipeline with its edges over NATS JetStream, through a server
+// Run starts in this process and stops at the end.
+func Example_nats() {
+	out, err := os.MkdirTemp("", "omnishm-demo-example-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(out)
+	res, err := demo.Run(context.Background(), demo.Config{Requests: 2, Chunks: 4, Out: out, Nats: &config.Nats{}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%d of %d chunks, %d requests, embedded server: %v\n", res.Received, res.Requests*res.Chunks, res.Completed, res.NatsEmbedded)
+	// Output: 8 of 8 chunks, 2 requests, embedded server: true
 }

@@ -15,9 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/internal/hostclock"
 	"omnishm/internal/reexec"
+	_ "omnishm/natsconn" // connector.New builds NatsConnector stages
 	"omnishm/proc"
 	"omnishm/stream"
 	"omnishm/tensor"
@@ -37,15 +39,15 @@ const crashEnv = "OMNISHM_DEMO_CRASH"
 
 // stageConfig is what the parent tells a stage.
 type stageConfig struct {
-	Stage       int    `json:"stage"`
-	Scope       string `json:"scope"`
-	KeyPrefix   string `json:"key_prefix"` // request r is {KeyPrefix}r{r}: see requestIDs
-	Requests    int    `json:"requests"`
-	Chunks      int    `json:"chunks"`
-	RingBytes   int    `json:"ring_bytes"`
-	IntervalNS  int64  `json:"interval_ns"` // stage 0's pace: one chunk per request per interval (0: all at once)
-	Out         string `json:"out"`
-	UpstreamPID int    `json:"upstream_pid"` // the stage this one reads from (0 for stage 0)
+	Stage     int    `json:"stage"`
+	KeyPrefix string `json:"key_prefix"` // request r is {KeyPrefix}r{r}: see requestIDs
+	Requests  int    `json:"requests"`
+	Chunks    int    `json:"chunks"`
+	// Connector is every stage's connector configuration, but its stage.
+	Connector   config.Connector `json:"connector"`
+	IntervalNS  int64            `json:"interval_ns"` // stage 0's pace: one chunk per request per interval (0: all at once)
+	Out         string           `json:"out"`
+	UpstreamPID int              `json:"upstream_pid"` // the stage this one reads from (0 for stage 0)
 }
 
 // event is one JSON line a stage writes on stdout for the parent.
@@ -68,7 +70,7 @@ type event struct {
 type stageProcess struct {
 	cfg      stageConfig
 	requests []string
-	conn     *connector.SHM
+	conn     connector.Receiver
 	control  chan string // lines from the parent; closed when stdin ends
 }
 
@@ -131,12 +133,9 @@ func (p *stageProcess) run(ctx context.Context) error {
 		cancel() // the parent is gone: stop at once
 	}()
 
-	opts := connector.Options{
-		StageID:       connector.Stage(strconv.Itoa(p.cfg.Stage)),
-		HostRingBytes: connector.RingBytes(p.cfg.RingBytes), // 0: per-key segments only
-		WakeupScope:   p.cfg.Scope,
-	}
-	conn, err := connector.Open(opts)
+	c := p.cfg.Connector
+	c.Extra.StageID = p.cfg.Stage
+	conn, err := connector.New(c)
 	if err != nil {
 		return err
 	}
@@ -161,7 +160,7 @@ func (p *stageProcess) run(ctx context.Context) error {
 	if err := p.await(ctx, "go"); err != nil {
 		return err
 	}
-	if os.Getenv(crashEnv) == string(opts.StageID) {
+	if os.Getenv(crashEnv) == strconv.Itoa(p.cfg.Stage) {
 		self, _ := os.FindProcess(os.Getpid())
 		self.Kill()
 		select {} // the signal is on its way

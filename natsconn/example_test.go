@@ -2,12 +2,9 @@ package natsconn_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
-	"os"
-	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
 
 	"omnishm/natsconn"
 	"omnishm/tensor"
@@ -17,27 +14,18 @@ import (
 // a NATS server (here one embedded in the example, JetStream in a temporary
 // directory).
 func Example() {
-	dir, err := os.MkdirTemp("", "natsconn-example")
+	url, stop, err := natsconn.StartEmbedded("")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
-	if err != nil {
-		log.Fatal(err)
-	}
-	ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		log.Fatal("no server")
-	}
+	defer stop()
 
-	producer, err := natsconn.Open(natsconn.Options{URL: ns.ClientURL(), StageID: "0"})
+	producer, err := natsconn.Open(natsconn.Options{URL: url, StageID: "0"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer producer.Close()
-	consumer, err := natsconn.Open(natsconn.Options{URL: ns.ClientURL(), StageID: "1"})
+	consumer, err := natsconn.Open(natsconn.Options{URL: url, StageID: "1"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -56,4 +44,44 @@ func Example() {
 	got, _ := tensor.Values[int64](payload.(map[string]any)["codes"].(*tensor.Tensor))
 	fmt.Println(desc.Nats.Bucket, desc.Nats.Key, got)
 	// Output: omnishm 0.1.req-1_0_0 [1 2 3]
+}
+
+// A producer stays until a receiver has claimed its publication, as
+// `omnishm send` does.
+func ExampleConnector_WaitClaimed() {
+	url, stop, err := natsconn.StartEmbedded("")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	producer, err := natsconn.Open(natsconn.Options{URL: url})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer producer.Close()
+	consumer, err := natsconn.Open(natsconn.Options{URL: url, StageID: "1"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer consumer.Close()
+
+	_, desc, err := producer.Put("0", "1", "greeting", map[string]any{"text": "hello"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	claimed := make(chan error, 1)
+	go func() { claimed <- producer.WaitClaimed(context.Background(), desc) }()
+	payload, _, err := consumer.Recv(context.Background(), "0", "greeting")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(payload.(map[string]any)["text"], <-claimed)
+
+	// A publication its producer retires was never claimed.
+	_, desc, _ = producer.Put("0", "1", "unwanted", map[string]any{})
+	producer.Cleanup("unwanted")
+	fmt.Println(errors.Is(producer.WaitClaimed(context.Background(), desc), natsconn.ErrRetired))
+	// Output:
+	// hello <nil>
+	// true
 }

@@ -25,6 +25,11 @@
 // after Options.MaxAge; Close retires the connector's own first, as the
 // shared-memory connector does.
 //
+// A producer learns what became of a publication from Claimed, or waits
+// for its claim with WaitClaimed, which watches the entry for the claim's
+// marker. StartEmbedded runs a server in the calling process, for tests,
+// benchmarks and single-host demonstrations.
+//
 // Importing the package registers config.NatsConnector with connector.New.
 // The server must run JetStream (nats-server 2.11 or later: claim markers
 // expire through per-message TTLs).
@@ -131,6 +136,10 @@ type Connector struct {
 	link       *link
 
 	pending *pendingSet
+	retired *retiredSet // what this connector retired, for Claimed
+	// claimWatchSaw, set by tests before a WaitClaimed, is called when its
+	// watch delivers the publication itself.
+	claimWatchSaw func()
 
 	backgroundMu   sync.Mutex
 	background     sync.WaitGroup // object deletions
@@ -160,6 +169,7 @@ func Open(opts Options) (*Connector, error) {
 		opts:       opts,
 		link:       newLink(),
 		pending:    newPendingSet(),
+		retired:    newRetiredSet(),
 		streamName: "KV_" + opts.Bucket,
 		prefix:     "$KV." + opts.Bucket + ".",
 		// A marker must outlive any retry that may need to read it, and
@@ -317,7 +327,7 @@ func (c *Connector) Put(from, to, key string, payload any) (int, connector.Descr
 		if c.closed.Load() {
 			// Close ran meanwhile and did not see this put: retire it here.
 			c.pending.forget(subject, st.seq)
-			c.retireAll([]pendingPut{p})
+			c.retireAll([]pendingPut{p}, byClose)
 			return 0, connector.Descriptor{}, ErrClosed
 		}
 	}
@@ -421,26 +431,20 @@ func (c *Connector) get(ctx context.Context, from, to, key string, desc *connect
 }
 
 // last reads subject's last message (a direct get: any replica answers).
-func (c *Connector) last(ctx context.Context, subject string) (entry, bool, error) {
-	backoff := minBackoff
-	for {
-		actx, cancel := c.attempt(ctx, 0)
+func (c *Connector) last(ctx context.Context, subject string) (e entry, found bool, err error) {
+	err = c.retry(ctx, func(actx context.Context) error {
 		m, err := c.stream.GetLastMsgForSubject(actx, subject)
-		cancel()
 		switch {
-		case err == nil:
-			return entryOf(m), true, nil
 		case errors.Is(err, jetstream.ErrMsgNotFound):
-			return entry{}, false, nil
-		case c.closed.Load():
-			return entry{}, false, ErrClosed
-		case refused(err):
-			return entry{}, false, err
+			found = false
+			return nil
+		case err != nil:
+			return err
 		}
-		if perr := c.link.pause(ctx, &backoff); perr != nil {
-			return entry{}, false, c.unreachable(errors.Join(perr, err))
-		}
-	}
+		e, found = entryOf(m), true
+		return nil
+	})
+	return e, found, err
 }
 
 // take claims e and, if this connector won, returns its payload. Once the
@@ -451,7 +455,7 @@ func (c *Connector) take(e entry) (any, int, bool, error) {
 	size, _ := strconv.Atoi(e.header.Get(hdrSize)) // of an object; 0 inline
 	ctx, cancel := c.opContext(size)
 	defer cancel()
-	won, err := c.retire(ctx, e.subject, e.seq, e.header.Get(jetstream.MsgIDHeader))
+	won, err := c.retire(ctx, e.subject, e.seq, e.header.Get(jetstream.MsgIDHeader), "")
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("natsconn: claim %s: %w", e.subject, err)
 	}
@@ -562,7 +566,7 @@ func (c *Connector) await(ctx context.Context, wt *waiter) (any, int, bool, erro
 // unclaimed publications of key, on every edge, and reports whether it
 // retired any.
 func (c *Connector) Cleanup(key string) bool {
-	return c.retireAll(c.pending.take(func(k string) bool { return k == key })) > 0
+	return c.retireAll(c.pending.take(func(k string) bool { return k == key }), byCleanup) > 0
 }
 
 // CleanupPrefix implements connector.Transport: it retires this connector's
@@ -572,15 +576,16 @@ func (c *Connector) Cleanup(key string) bool {
 func (c *Connector) CleanupPrefix(prefix string) int {
 	return c.retireAll(c.pending.take(func(k string) bool {
 		return keys.InPrefix(prefix, k)
-	}))
+	}), byCleanupPrefix)
 }
 
 // retireParallel bounds the retirements in flight at once.
 const retireParallel = 32
 
-// retireAll retires puts, concurrently, and returns how many were still
+// retireAll retires puts, concurrently, for the operation by, notes each
+// retirement for Claimed and WaitClaimed, and returns how many were still
 // unclaimed. A put some receiver claimed first is left to it.
-func (c *Connector) retireAll(puts []pendingPut) int {
+func (c *Connector) retireAll(puts []pendingPut, by string) int {
 	if len(puts) == 0 {
 		return 0
 	}
@@ -594,8 +599,9 @@ func (c *Connector) retireAll(puts []pendingPut) int {
 		slots <- struct{}{}
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			if ok, _ := c.retire(ctx, p.subject, p.seq, p.id); ok {
+			if ok, _ := c.retire(ctx, p.subject, p.seq, p.id, by); ok {
 				n.Add(1)
+				c.retired.add(p.subject, p.seq, by)
 				if p.object != "" {
 					c.dropObject(p.object)
 				}
@@ -627,7 +633,7 @@ func (c *Connector) Health() connector.Health {
 func (c *Connector) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
-		c.retireAll(c.pending.take(nil))
+		c.retireAll(c.pending.take(nil), byClose)
 		c.watchMu.Lock()
 		if w := c.watcher.Load(); w != nil {
 			w.stop()

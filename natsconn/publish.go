@@ -17,7 +17,9 @@ import (
 // are in the object store, the object's name, size and digest. A marker is
 // the KV protocol's purge (the key reads as deleted in any NATS tool) and
 // names the publication it retired, so a producer whose acknowledgement was
-// lost can still tell that its put was stored and claimed.
+// lost can still tell that its put was stored and claimed, and a producer
+// waiting for the claim learns it (a marker of its producer's retirement
+// says which operation made it, hdrRetiredBy).
 const (
 	hdrKind            = "Omnishm-Kind"
 	hdrObject          = "Omnishm-Object"
@@ -25,6 +27,7 @@ const (
 	hdrDigest          = "Omnishm-Digest"
 	hdrClaimed         = "Omnishm-Claimed"
 	hdrClaimedRevision = "Omnishm-Claimed-Revision"
+	hdrRetiredBy       = "Omnishm-Retired-By"
 	hdrOperation       = "KV-Operation"
 	opPurge            = "PURGE"
 )
@@ -45,6 +48,16 @@ func (e entry) publication() bool {
 
 func entryOf(m *jetstream.RawStreamMsg) entry {
 	return entry{subject: m.Subject, seq: m.Sequence, header: m.Header, data: m.Data}
+}
+
+// consumed is the entry a consumer delivered; false for a message that is
+// not the stream's (no metadata).
+func consumed(m jetstream.Msg) (entry, bool) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return entry{}, false
+	}
+	return entry{subject: m.Subject(), seq: meta.Sequence.Stream, header: m.Headers(), data: m.Data()}, true
 }
 
 // errConflict is publish's answer when the subject's last message was not
@@ -192,14 +205,18 @@ func (c *Connector) lastOnLeader(ctx context.Context, subject string) (entry, bo
 // retire publishes the marker that ends the publication at seq (whose id is
 // pubID): a purge that the server accepts only while seq is still the
 // subject's last message, so of all the receivers and cleanups that try,
-// exactly one succeeds. It reports whether this one did.
-func (c *Connector) retire(ctx context.Context, subject string, seq uint64, pubID string) (bool, error) {
+// exactly one succeeds. It reports whether this one did. by is "" for a
+// receiver's claim, else the producer's operation that retires it.
+func (c *Connector) retire(ctx context.Context, subject string, seq uint64, pubID, by string) (bool, error) {
 	// The bucket keeps one message per key, so the marker replaces the
 	// publication without a rollup.
 	m := nats.NewMsg(subject)
 	m.Header.Set(hdrOperation, opPurge)
 	m.Header.Set(hdrClaimed, pubID)
 	m.Header.Set(hdrClaimedRevision, strconv.FormatUint(seq, 10))
+	if by != "" {
+		m.Header.Set(hdrRetiredBy, by)
+	}
 	_, err := c.publish(ctx, m, newID(), seq, jetstream.WithMsgTTL(c.markerTTL))
 	if errors.Is(err, errConflict) {
 		return false, nil
@@ -221,6 +238,30 @@ func (c *Connector) attempt(ctx context.Context, bytes int) (context.Context, co
 
 func transferTime(bytes int) time.Duration {
 	return time.Duration(int64(bytes) * int64(time.Second) / attemptRate)
+}
+
+// retry runs op, each attempt bounded as attempt bounds it, until it
+// succeeds or the server refuses it for good (its error), the connector
+// closes (ErrClosed), or the wait for the server ends with ctx or the
+// configured timeout (ErrUnreachable). op must be safe to repeat.
+func (c *Connector) retry(ctx context.Context, op func(ctx context.Context) error) error {
+	backoff := minBackoff
+	for {
+		actx, cancel := c.attempt(ctx, 0)
+		err := op(actx)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case c.closed.Load():
+			return ErrClosed
+		case refused(err):
+			return err
+		}
+		if perr := c.link.pause(ctx, &backoff); perr != nil {
+			return c.unreachable(errors.Join(perr, err))
+		}
+	}
 }
 
 // unreachable turns the error that ended a wait for the server into the

@@ -33,17 +33,10 @@ type testServer struct {
 // serverOptions are a loopback server's with JetStream in a directory of
 // the test's.
 func serverOptions(t testing.TB, name string) *server.Options {
-	return &server.Options{
-		ServerName:         name,
-		Host:               "127.0.0.1",
-		Port:               server.RANDOM_PORT,
-		JetStream:          true,
-		StoreDir:           t.TempDir(),
-		JetStreamMaxMemory: 256 << 20,
-		JetStreamMaxStore:  1 << 30,
-		NoLog:              true,
-		NoSigs:             true,
-	}
+	o := embeddedOptions(t.TempDir())
+	o.ServerName = name
+	o.JetStreamMaxMemory, o.JetStreamMaxStore = 256<<20, 1<<30
+	return o
 }
 
 // startServer starts a server on a random loopback port; configure may

@@ -3,7 +3,6 @@ package natsconn
 import (
 	"container/list"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -59,24 +58,21 @@ func (c *Connector) watch(ctx context.Context) (*watcher, error) {
 	}
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
-	backoff := minBackoff
-	for c.watcher.Load() == nil {
+	if w := c.watcher.Load(); w != nil {
+		return w, nil
+	}
+	err := c.retry(ctx, func(actx context.Context) error {
 		if c.closed.Load() {
-			return nil, ErrClosed
+			return ErrClosed
 		}
-		actx, cancel := c.attempt(ctx, 0)
 		w, err := c.startWatch(actx)
-		cancel()
 		if err == nil {
 			c.watcher.Store(w)
-			break
 		}
-		if refused(err) {
-			return nil, err
-		}
-		if perr := c.link.pause(ctx, &backoff); perr != nil {
-			return nil, c.unreachable(errors.Join(perr, err))
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return c.watcher.Load(), nil
 }
@@ -108,11 +104,10 @@ func (c *Connector) startWatch(ctx context.Context) (*watcher, error) {
 }
 
 func (w *watcher) deliver(m jetstream.Msg) {
-	meta, err := m.Metadata()
-	if err != nil {
+	e, ok := consumed(m)
+	if !ok {
 		return
 	}
-	e := entry{subject: m.Subject(), seq: meta.Sequence.Stream, header: m.Headers(), data: m.Data()}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	// Any later message of a subject, publication or marker, ends what was

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,7 +19,8 @@ func init() {
 		name: "bench",
 		usage: "[--mode latency|pair|stream|fanout] [--sizes 512,4KiB,64KiB,1MiB | --payload FILE.json] [--count N]\n" +
 			"       [--transports ring,perkey,uds] [--ring-bytes N] [--window N] [--waiters N] [--wait-in recv,reader]\n" +
-			"       [--idle DURATION] [--scope S] [--json FILE] [--plot FILE.svg|FILE.png]",
+			"       [--idle DURATION] [--scope S] [--url URL | --config FILE [--connector NAME]]\n" +
+			"       [--json FILE] [--plot FILE.svg|FILE.png]",
 		summary: "time put->get latency and rate per size and transport, against a Unix socket",
 		run:     runBench,
 	})
@@ -49,10 +49,10 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 	payloadFile := fs.String("payload", "", "time this one JSON-form payload (SPEC §10) instead of generated tensors")
 	count := fs.Int("count", 0, "timed messages per size and transport, after a short warm-up\n"+
 		"(default 1000; stream: 256 MiB worth, 100..20000; fanout: one per waiter)")
-	transports := fs.String("transports", "", "comma-separated: ring, perkey, uds (the same msgpack bytes through a\n"+
-		"socket). A frame over a quarter of the ring goes per-key: reported as ring->perkey\n"+
-		"(ring+perkey when mixed), from the connector's Health counters\n"+
-		"(default ring,perkey,uds; fanout ring,perkey)")
+	transports := fs.String("transports", "", "comma-separated: ring, perkey, nats (NATS JetStream, see --url), uds (the\n"+
+		"same msgpack bytes through a socket). A frame over a quarter of the ring goes per-key:\n"+
+		"reported as ring->perkey (ring+perkey when mixed), from the connector's Health counters\n"+
+		"(default ring,perkey,nats,uds; fanout ring,perkey)")
 	ringBytes := fs.Int("ring-bytes", ring.DefaultCapacity, "host ring capacity for the ring transport (4096..67108864)")
 	window := fs.Int("window", 0, "stream: messages in flight at most, lowered to fit half the ring and 64 MiB,\n"+
 		"the same for every transport of a size (default 256)")
@@ -63,14 +63,15 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 	jsonPath := fs.String("json", "", `also write the results as JSON to this file ("-": stdout, instead of the table)`)
 	scopeName := fs.String("scope", "", "wakeup scope of the run (default: a fresh one per run)")
 	plotPath := fs.String("plot", "", "draw p50 latency (stream: MB/s) against size per transport into this .svg or .png file")
+	natsFlags := declareTransportFlags(fs, false, "for the nats transport (default: the configuration's, else a\n"+
+		"server bench runs in this process for the run, JetStream in a temporary directory)")
 	if code, ok := inv.parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return inv.usageError("unexpected arguments %q", fs.Args())
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := flagsSet(fs)
 	plan := bench.Plan{Mode: bench.Mode(*mode), Count: *count, RingBytes: *ringBytes, Window: *window,
 		Waiters: *waiters, Idle: *idle, Scope: *scopeName}
 	switch {
@@ -90,6 +91,13 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 	}
 	if *transports != "" {
 		plan.Transports = strings.Split(*transports, ",")
+	}
+	if set["url"] || set["config"] || set["connector"] {
+		c, code, ok := natsFlags.chosen(inv, set)
+		if !ok {
+			return code
+		}
+		plan.Nats = c.Extra.Nats
 	}
 	if *waitIn != "" {
 		plan.WaitIn = strings.Split(*waitIn, ",")

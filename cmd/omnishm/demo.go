@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"omnishm/config"
 	"omnishm/demo"
 	"omnishm/ring"
 )
@@ -13,11 +14,14 @@ import (
 // The demo subcommand: the main job, a three-process audio pipeline over
 // omnishm edges (package demo). It prints the stages' pids, a progress bar
 // and the figures; it fails when the run lost, duplicated or never
-// delivered a chunk, or left anything in /dev/shm.
+// delivered a chunk, or left anything in /dev/shm. With --transport nats the
+// edges go through NATS JetStream: the server of --url (or of --config), or
+// one the demo runs in this process.
 func init() {
 	register(command{
-		name:    "demo",
-		usage:   "[--requests N] [--chunks M] [--ring-bytes N] [--out DIR] [--interval D]",
+		name: "demo",
+		usage: "[--requests N] [--chunks M] [--ring-bytes N] [--out DIR] [--interval D]\n" +
+			"       [--transport shm|nats] [--url URL] [--config FILE [--connector NAME]]",
 		summary: "run a three-process audio pipeline over omnishm edges and report its figures",
 		run:     runDemo,
 	})
@@ -31,9 +35,12 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 	out := fs.String("out", "", "directory for the WAV files (default: a new temporary directory, kept)")
 	interval := fs.Duration("interval", 0, "stage 0 emits one chunk per request every interval (0: all at once, which\n"+
 		"measures throughput; the latencies then include queueing behind earlier chunks)")
+	tf := declareTransportFlags(fs, true, "default: the configuration's, else a server the demo runs in\n"+
+		"this process for the run (a loopback port, JetStream in a temporary directory)")
 	if code, ok := inv.parse(fs, args); !ok {
 		return code
 	}
+	set := flagsSet(fs)
 	switch {
 	case fs.NArg() > 0:
 		return inv.usageError("unexpected arguments %s", strings.Join(fs.Args(), " "))
@@ -48,8 +55,22 @@ func runDemo(ctx context.Context, args []string, inv *invocation) int {
 	case *interval < 0 || *interval > demo.MaxInterval:
 		return inv.usageError("--interval %v: want 0..1m", *interval)
 	}
-	cfg := demo.Config{Requests: *requests, Chunks: *chunks, RingBytes: *ringBytes, PerKeyOnly: *ringBytes == 0,
-		Interval: *interval, Out: *out, Progress: demoProgress(inv.err)}
+	c, code, ok := tf.chosen(inv, set)
+	if !ok {
+		return code
+	}
+	cfg := demo.Config{Requests: *requests, Chunks: *chunks, Interval: *interval, Out: *out, Progress: demoProgress(inv.err)}
+	switch {
+	case c.Name == config.NatsConnector && set["ring-bytes"]:
+		return inv.usageError("--ring-bytes is for --transport %s", transportSHM)
+	case c.Name == config.NatsConnector:
+		cfg.Nats = &c.Extra.Nats
+	case !set["ring-bytes"]:
+		// The configuration's ring; its wakeup scope is not used, as every
+		// run has a fresh one.
+		*ringBytes = c.Extra.HostRingBytes
+	}
+	cfg.RingBytes, cfg.PerKeyOnly = *ringBytes, *ringBytes == 0
 	res, err := demo.Run(ctx, cfg)
 	res.WriteReport(inv.out)
 	if err != nil && ctx.Err() != nil {

@@ -3,13 +3,17 @@
 //
 //	encode   read a payload's JSON form and write its bytes (a frame or msgpack)
 //	decode   read a payload's bytes and print its JSON form
-//	send     publish a payload through /dev/shm, print its descriptor, stay until it is claimed
+//	send     publish a payload, print its descriptor, stay until it is claimed
 //	recv     receive a payload as a stage and print its JSON form
 //	inspect  show this user's rings, markers, FIFOs, segments and lock files in /dev/shm (--watch: a live view)
 //	exporter serve that state as Prometheus metrics over HTTP
 //	prune    remove this user's abandoned files in /dev/shm
 //	bench    time put->get latency and rate per size and transport, against a Unix socket
 //	demo     run a three-process audio pipeline over omnishm edges and report its figures
+//
+// send, recv and demo move payloads through /dev/shm (--transport shm, the
+// default) or NATS JetStream (--transport nats, with --url), or as the
+// shared YAML configuration of --config says; bench times both kinds.
 //
 // Usage:
 //

@@ -16,8 +16,10 @@ import (
 
 func init() {
 	register(command{
-		name:    "recv",
-		usage:   "--scope S --from F --to T --key K [--descriptor JSON] [--timeout DURATION] [--ring-bytes N]",
+		name: "recv",
+		usage: "--from F --to T --key K [--descriptor JSON] [--timeout DURATION] [--scope S] [--ring-bytes N]\n" +
+			"       --transport nats [--url URL] --from F --to T --key K [--descriptor JSON] [--timeout DURATION]\n" +
+			"       --config FILE [--connector NAME] --from F --to T --key K [--descriptor JSON] [--timeout DURATION]",
 		summary: "receive a payload as stage T and print its JSON form on one line (exit 1 on timeout)",
 		run:     runRecv,
 	})
@@ -30,7 +32,7 @@ func runRecv(ctx context.Context, args []string, inv *invocation) int {
 	if code, ok := inv.parse(fs, args); !ok {
 		return code
 	}
-	if code, ok := e.check(inv); !ok {
+	if code, ok := e.check(inv, fs); !ok {
 		return code
 	}
 	if *timeout <= 0 {
@@ -75,7 +77,7 @@ func runRecv(ctx context.Context, args []string, inv *invocation) int {
 
 // receive blocks on the connector's wakeups (Recv) or, with a descriptor,
 // polls Get for exactly that publication, until ctx ends.
-func receive(ctx context.Context, conn *connector.SHM, from, to, key string, desc *connector.Descriptor) (any, error) {
+func receive(ctx context.Context, conn connector.Receiver, from, to, key string, desc *connector.Descriptor) (any, error) {
 	if desc == nil {
 		v, _, err := conn.Recv(ctx, from, key)
 		return v, err

@@ -9,8 +9,10 @@ import (
 	"syscall"
 	"time"
 
+	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/jsonform"
+	"omnishm/natsconn"
 	"omnishm/ring"
 )
 
@@ -22,8 +24,10 @@ const exitInterrupted = 130
 
 func init() {
 	register(command{
-		name:    "send",
-		usage:   "--scope S --from F --to T --key K [--ring-bytes N] [--wait DURATION] [FILE|-]",
+		name: "send",
+		usage: "--from F --to T --key K [--scope S] [--ring-bytes N] [--wait DURATION] [FILE|-]\n" +
+			"       --transport nats [--url URL] --from F --to T --key K [--wait DURATION] [FILE|-]\n" +
+			"       --config FILE [--connector NAME] --from F --to T --key K [--wait DURATION] [FILE|-]",
 		summary: "publish a payload (JSON form), print its descriptor, stay until it is claimed (exit 0)",
 		run:     runSend,
 	})
@@ -33,22 +37,26 @@ func init() {
 type edgeFlags struct {
 	scope, from, to, key *string
 	ringBytes            *int
+	transport            transportFlags
+	chosen               config.Connector // check's: what open opens
 }
 
-func declareEdgeFlags(inv *invocation, ringHelp string) (*flag.FlagSet, edgeFlags) {
+func declareEdgeFlags(inv *invocation, ringHelp string) (*flag.FlagSet, *edgeFlags) {
 	fs := inv.flags()
-	e := edgeFlags{
-		scope:     fs.String("scope", "", "wakeup scope shared by both ends (default: none, names keyed by the parent pid)"),
+	e := &edgeFlags{
+		scope:     fs.String("scope", "", "wakeup scope shared by both ends (default: none, names keyed by the parent pid) (shm only)"),
 		from:      fs.String("from", "", "producer stage id (required)"),
 		to:        fs.String("to", "", "receiver stage id (required)"),
 		key:       fs.String("key", "", "publication key (required)"),
-		ringBytes: fs.Int("ring-bytes", ring.DefaultCapacity, ringHelp),
+		ringBytes: fs.Int("ring-bytes", ring.DefaultCapacity, ringHelp+" (shm only)"),
+		transport: declareTransportFlags(fs, true, "default: the configuration's, else "+natsconn.DefaultURL),
 	}
 	return fs, e
 }
 
-// check reports the first missing required flag.
-func (e edgeFlags) check(inv *invocation) (int, bool) {
+// check reports the first missing required flag or flag that does not go
+// with the transport, and settles the connector configuration.
+func (e *edgeFlags) check(inv *invocation, fs *flag.FlagSet) (int, bool) {
 	for _, f := range []struct{ name, v string }{{"from", *e.from}, {"to", *e.to}, {"key", *e.key}} {
 		if f.v == "" {
 			return inv.usageError("--%s is required", f.name), false
@@ -57,16 +65,29 @@ func (e edgeFlags) check(inv *invocation) (int, bool) {
 	if ring.CheckCapacity(*e.ringBytes) != nil {
 		return inv.usageError("--ring-bytes %d: want 0 (per-key only) or 4096..67108864", *e.ringBytes), false
 	}
+	set := flagsSet(fs)
+	c, code, ok := e.transport.chosen(inv, set)
+	if !ok {
+		return code, false
+	}
+	for _, f := range []string{"scope", "ring-bytes"} {
+		if set[f] && c.Name != config.SharedMemoryConnector {
+			return inv.usageError("--%s is for --transport %s", f, transportSHM), false
+		}
+	}
+	if set["scope"] {
+		c.Extra.WakeupScope = *e.scope
+	}
+	if set["ring-bytes"] {
+		c.Extra.HostRingBytes = *e.ringBytes // 0: per-key only
+	}
+	e.chosen = c
 	return exitOK, true
 }
 
 // open opens a connector for stage, configured from the flags.
-func (e edgeFlags) open(stage string) (*connector.SHM, error) {
-	return connector.Open(connector.Options{
-		StageID:       connector.Stage(stage),
-		WakeupScope:   *e.scope,
-		HostRingBytes: connector.RingBytes(*e.ringBytes), // --ring-bytes 0: per-key only
-	})
+func (e *edgeFlags) open(stage string) (connector.Receiver, error) {
+	return openEndpoint(e.chosen, stage)
 }
 
 func runSend(ctx context.Context, args []string, inv *invocation) int {
@@ -75,7 +96,7 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 	if code, ok := inv.parse(fs, args); !ok {
 		return code
 	}
-	if code, ok := e.check(inv); !ok {
+	if code, ok := e.check(inv, fs); !ok {
 		return code
 	}
 	if *wait <= 0 {
@@ -101,32 +122,42 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 		return inv.fail(err)
 	}
 	defer conn.Close()
+	teller, ok := conn.(connector.ClaimWaiter)
+	if !ok {
+		return inv.fail(fmt.Errorf("%T cannot tell when its publication is claimed", conn))
+	}
 	_, desc, err := conn.Put(*e.from, *e.to, *e.key, payload)
 	if err != nil {
 		return inv.fail(err)
 	}
 	fmt.Fprintln(inv.out, desc.String())
 
-	// WaitClaimed sleeps between cheap checks (no lock, no busy loop): the
-	// frames must outlive the put until claimed.
+	// The publication must outlive the put until it is claimed.
 	wctx, cancel := context.WithTimeout(ctx, *wait)
 	defer cancel()
-	err = conn.WaitClaimed(wctx, desc)
-	switch {
-	case err == nil:
+	err = teller.WaitClaimed(wctx, desc)
+	if err == nil {
 		return exitOK
-	case ctx.Err() != nil:
-		conn.Cleanup(*e.key)
-		fmt.Fprintf(inv.err, "omnishm send: interrupted; publication of %q retired\n", *e.key)
-		return exitInterrupted
-	case wctx.Err() != nil:
-		// Cleanup retires nothing if a receiver claimed it meanwhile.
-		if !conn.Cleanup(*e.key) {
+	}
+	// Not claimed in time (or the wait failed): retire it, unless a
+	// receiver claimed it meanwhile.
+	retired := conn.Cleanup(*e.key)
+	if !retired {
+		if ok, _ := teller.Claimed(desc); ok {
 			return exitOK
 		}
-		fmt.Fprintf(inv.err, "omnishm send: no receiver claimed %q within %v; publication retired\n", *e.key, *wait)
+	}
+	what := "publication retired"
+	if !retired {
+		what = "it could not be retired (it expires unclaimed)"
+	}
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintf(inv.err, "omnishm send: interrupted; %s (key %q)\n", what, *e.key)
+		return exitInterrupted
+	case wctx.Err() != nil:
+		fmt.Fprintf(inv.err, "omnishm send: no receiver claimed %q within %v; %s\n", *e.key, *wait, what)
 		return exitUnclaimed
 	}
-	conn.Cleanup(*e.key)
 	return inv.fail(err)
 }
