@@ -220,13 +220,16 @@ func (c *Connector) setup() error {
 	if c.opts.Memory {
 		storage = jetstream.MemoryStorage
 	}
-	_, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:         c.opts.Bucket,
-		History:        1,
-		TTL:            c.opts.MaxAge,
-		Storage:        storage,
-		Replicas:       c.opts.Replicas,
-		LimitMarkerTTL: c.markerTTL,
+	err = whilePlacing(ctx, func() error {
+		_, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:         c.opts.Bucket,
+			History:        1,
+			TTL:            c.opts.MaxAge,
+			Storage:        storage,
+			Replicas:       c.opts.Replicas,
+			LimitMarkerTTL: c.markerTTL,
+		})
+		return err
 	})
 	if err != nil {
 		return setupError(ctx, "bucket "+c.opts.Bucket, err)
@@ -234,16 +237,47 @@ func (c *Connector) setup() error {
 	if c.stream, err = c.js.Stream(ctx, c.streamName); err != nil {
 		return setupError(ctx, "bucket "+c.opts.Bucket, err)
 	}
-	c.objects, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket:   c.opts.ObjectStore,
-		TTL:      c.opts.MaxAge,
-		Storage:  storage,
-		Replicas: c.opts.Replicas,
+	err = whilePlacing(ctx, func() error {
+		var err error
+		c.objects, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket:   c.opts.ObjectStore,
+			TTL:      c.opts.MaxAge,
+			Storage:  storage,
+			Replicas: c.opts.Replicas,
+		})
+		return err
 	})
 	if err != nil {
 		return setupError(ctx, "object store "+c.opts.ObjectStore, err)
 	}
 	return nil
+}
+
+// jsNoPeers is JetStream's "no suitable peers for placement": a cluster
+// still forming, or a peer briefly seen offline, refuses a replicated
+// stream for a moment.
+const jsNoPeers jetstream.ErrorCode = 10005
+
+// whilePlacing runs create until it succeeds, fails for another reason, or
+// ctx ends: a connector opened while its cluster is forming waits for it,
+// within Options.Timeout, instead of failing at once.
+func whilePlacing(ctx context.Context, create func() error) error {
+	backoff := 20 * time.Millisecond
+	for {
+		err := create()
+		var jsErr jetstream.JetStreamError
+		if err == nil || !errors.As(err, &jsErr) || jsErr.APIError() == nil || jsErr.APIError().ErrorCode != jsNoPeers {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
 }
 
 func setupError(ctx context.Context, what string, err error) error {
