@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 		"producer": roleProducer,
 		"receiver": roleReceiver,
 		"recv":     roleRecv,
+		"fanout":   roleFanoutProducer,
 	})
 }
 
