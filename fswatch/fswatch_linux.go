@@ -58,7 +58,7 @@ type Watcher struct {
 type Watch struct {
 	w     *Watcher
 	wd    int32
-	entry string // "": every event of wd counts; else only those naming entry
+	entry string            // "": every event of wd counts; else only those naming entry
 	seen  func(name []byte) // AddNamed's: called with each event's name
 	epoch atomic.Uint64
 	lost  atomic.Bool
