@@ -360,9 +360,10 @@ func (ix *index) prune(tail uint64) {
 }
 
 // scan indexes the ready frames in [max(cursor, tail), head) by key and
-// prunes what fell behind tail (SPEC §3 get). On a corrupt frame the cursor
+// prunes what fell behind tail (SPEC §3 get); seen, when not nil, is told
+// each ready frame it indexed, in ring order. On a corrupt frame the cursor
 // stays before it and the error wraps ErrCorrupt.
-func (ix *index) scan(data []byte, head, tail uint64) error {
+func (ix *index) scan(data []byte, head, tail uint64, seen func(key string, pos uint64)) error {
 	if tail > head || head-tail > uint64(len(data)) {
 		return fmt.Errorf("%w: head %d, tail %d, capacity %d", ErrCorrupt, head, tail, len(data))
 	}
@@ -380,7 +381,11 @@ func (ix *index) scan(data []byte, head, tail uint64) error {
 		if f.kind != kindPadding && f.state == stateReady {
 			key := frameKey(data, pos, f)
 			if p, ok := ix.byKey[string(key)]; !ok || p != pos {
-				ix.add(string(key), pos)
+				k := string(key)
+				ix.add(k, pos)
+				if seen != nil {
+					seen(k, pos)
+				}
 			}
 		}
 	}

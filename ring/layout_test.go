@@ -61,7 +61,7 @@ func (r *memRing) put(key string, payload []byte) (uint64, bool) {
 
 // take follows SPEC §3 get on the reader's index.
 func (r *memRing) take(key string) ([]byte, bool) {
-	if err := r.ix.scan(r.data(), r.head(), r.tail()); err != nil {
+	if err := r.ix.scan(r.data(), r.head(), r.tail(), nil); err != nil {
 		panic(err)
 	}
 	pos, ok := r.ix.byKey[key]
@@ -264,7 +264,7 @@ func TestParsePythonRing(t *testing.T) {
 	}
 	// a reader's scan indexes exactly the ready keys
 	var ix index
-	if err := ix.scan(file[HeaderSize:], h.Head, h.Tail); err != nil {
+	if err := ix.scan(file[HeaderSize:], h.Head, h.Tail, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(ix.byKey) != len(want.Ready) {
@@ -349,7 +349,7 @@ func FuzzScanTake(f *testing.F) {
 		copy(data, input)
 		var ix index
 		for range 2 {
-			if err := ix.scan(data, head, tail); err != nil {
+			if err := ix.scan(data, head, tail, nil); err != nil {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatal(err)
 				}
@@ -386,7 +386,7 @@ func TestParseNearPositionOverflow(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 	var ix index
-	if err := ix.scan(r.data(), 1<<64-16, 1<<64-32); !errors.Is(err, ErrCorrupt) {
+	if err := ix.scan(r.data(), 1<<64-16, 1<<64-32, nil); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("scan err %v", err)
 	}
 	if _, err := reclaim(r.data(), 1<<64-16, 1<<64-32); !errors.Is(err, ErrCorrupt) {
