@@ -347,6 +347,23 @@ func (ix *index) add(key string, pos uint64) {
 	ix.positions = append(ix.positions, keyAt{pos, key})
 }
 
+// since returns the index's entries at positions from pos on, in ring
+// order (stale ones included: the caller checks byKey). The slice aliases
+// the index: use it before the next scan.
+func (ix *index) since(pos uint64) []keyAt {
+	i := len(ix.positions)
+	for i > ix.first && ix.positions[i-1].pos >= pos {
+		i--
+	}
+	return ix.positions[i:]
+}
+
+// indexedSince reports whether the index has an entry at pos or later.
+func (ix *index) indexedSince(pos uint64) bool {
+	n := len(ix.positions)
+	return n > ix.first && ix.positions[n-1].pos >= pos
+}
+
 // prune forgets positions before tail: those frames were reclaimed.
 func (ix *index) prune(tail uint64) {
 	for ix.first < len(ix.positions) && ix.positions[ix.first].pos < tail {
@@ -360,10 +377,9 @@ func (ix *index) prune(tail uint64) {
 }
 
 // scan indexes the ready frames in [max(cursor, tail), head) by key and
-// prunes what fell behind tail (SPEC §3 get); seen, when not nil, is told
-// each ready frame it indexed, in ring order. On a corrupt frame the cursor
+// prunes what fell behind tail (SPEC §3 get). On a corrupt frame the cursor
 // stays before it and the error wraps ErrCorrupt.
-func (ix *index) scan(data []byte, head, tail uint64, seen func(key string, pos uint64)) error {
+func (ix *index) scan(data []byte, head, tail uint64) error {
 	if tail > head || head-tail > uint64(len(data)) {
 		return fmt.Errorf("%w: head %d, tail %d, capacity %d", ErrCorrupt, head, tail, len(data))
 	}
@@ -381,11 +397,7 @@ func (ix *index) scan(data []byte, head, tail uint64, seen func(key string, pos 
 		if f.kind != kindPadding && f.state == stateReady {
 			key := frameKey(data, pos, f)
 			if p, ok := ix.byKey[string(key)]; !ok || p != pos {
-				k := string(key)
-				ix.add(k, pos)
-				if seen != nil {
-					seen(k, pos)
-				}
+				ix.add(string(key), pos)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"omnishm/descriptor"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -61,7 +62,7 @@ func (r *memRing) put(key string, payload []byte) (uint64, bool) {
 
 // take follows SPEC §3 get on the reader's index.
 func (r *memRing) take(key string) ([]byte, bool) {
-	if err := r.ix.scan(r.data(), r.head(), r.tail(), nil); err != nil {
+	if err := r.ix.scan(r.data(), r.head(), r.tail()); err != nil {
 		panic(err)
 	}
 	pos, ok := r.ix.byKey[key]
@@ -264,7 +265,7 @@ func TestParsePythonRing(t *testing.T) {
 	}
 	// a reader's scan indexes exactly the ready keys
 	var ix index
-	if err := ix.scan(file[HeaderSize:], h.Head, h.Tail, nil); err != nil {
+	if err := ix.scan(file[HeaderSize:], h.Head, h.Tail); err != nil {
 		t.Fatal(err)
 	}
 	if len(ix.byKey) != len(want.Ready) {
@@ -349,7 +350,7 @@ func FuzzScanTake(f *testing.F) {
 		copy(data, input)
 		var ix index
 		for range 2 {
-			if err := ix.scan(data, head, tail, nil); err != nil {
+			if err := ix.scan(data, head, tail); err != nil {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatal(err)
 				}
@@ -386,7 +387,7 @@ func TestParseNearPositionOverflow(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 	var ix index
-	if err := ix.scan(r.data(), 1<<64-16, 1<<64-32, nil); !errors.Is(err, ErrCorrupt) {
+	if err := ix.scan(r.data(), 1<<64-16, 1<<64-32); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("scan err %v", err)
 	}
 	if _, err := reclaim(r.data(), 1<<64-16, 1<<64-32); !errors.Is(err, ErrCorrupt) {
@@ -472,4 +473,24 @@ func FuzzClaimed(f *testing.F) {
 			t.Fatalf("position %d outside [%d, %d) waiting", pos, h.Tail, h.Head)
 		}
 	})
+}
+
+func TestIndexSince(t *testing.T) {
+	var ix index
+	for i, k := range []string{"a", "b", "c", "d"} {
+		ix.add(k, uint64(16*i))
+	}
+	ix.prune(16) // drops a
+	for _, c := range []struct {
+		pos  uint64
+		want []string
+	}{{0, []string{"b", "c", "d"}}, {16, []string{"b", "c", "d"}}, {17, []string{"c", "d"}}, {48, []string{"d"}}, {49, nil}} {
+		var got []string
+		for _, e := range ix.since(c.pos) {
+			got = append(got, e.key)
+		}
+		if !slices.Equal(got, c.want) || ix.indexedSince(c.pos) != (len(c.want) > 0) {
+			t.Errorf("since(%d) = %q (indexedSince %v), want %q", c.pos, got, ix.indexedSince(c.pos), c.want)
+		}
+	}
 }

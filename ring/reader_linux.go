@@ -29,7 +29,7 @@ type reader struct {
 	dead   atomic.Bool   // the producer was seen gone, or the ring is corrupt
 	closed bool          // under mu
 	end    chan struct{} // closed by close: stops the exit forwarder
-	fresh  []keyAt       // a sweep's newly scanned frames, reused; under mu
+	swept  uint64        // Sweep has offered the frames before this position; under mu
 }
 
 func (r *reader) lockError(err error) error { return fmt.Errorf("ring: lock %s: %w", r.name, err) }
@@ -83,7 +83,7 @@ func (r *reader) receive(c *counters, key string, desc *descriptor.RingHandle, d
 		return got, false, false, r.lockError(err)
 	}
 	defer c.flock(r.m.fd, unix.LOCK_UN)
-	if err := r.scanLocked(c, nil); err != nil {
+	if err := r.scanLocked(c); err != nil {
 		return got, false, true, err
 	}
 	pos, indexed := r.ix.byKey[key]
@@ -105,11 +105,10 @@ func (r *reader) receive(c *counters, key string, desc *descriptor.RingHandle, d
 }
 
 // scanLocked indexes the frames published since the last scan (SPEC §3
-// get); seen, if set, is told each new ready frame. A corrupt ring is
-// marked dead. r.mu and the ring lock are held.
-func (r *reader) scanLocked(c *counters, seen func(key string, pos uint64)) error {
+// get). A corrupt ring is marked dead. r.mu and the ring lock are held.
+func (r *reader) scanLocked(c *counters) error {
 	c.scans.Add(1)
-	if err := r.ix.scan(r.m.data, r.m.head(), r.m.tail(), seen); err != nil {
+	if err := r.ix.scan(r.m.data, r.m.head(), r.m.tail()); err != nil {
 		r.dead.Store(true)
 		return fmt.Errorf("ring: scan %s: %w", r.name, err)
 	}

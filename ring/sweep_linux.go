@@ -88,14 +88,20 @@ type delivery struct {
 
 // sweep is Sweep on one ring: claimed frames are appended to out. dead
 // reports a ring to drop.
+//
+// r.swept marks how far sweeps have offered frames: the frames after it
+// are new to Sweep even when another caller's Get has scanned them since
+// (its scan indexed them, so they are offered from the index).
 func (r *reader) sweep(c *counters, keys []string, want func(string) bool, decode func(Kind, []byte) (any, error), out *[]delivery) (st SweepStats, dead bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed || r.gone() {
 		return st, true, nil
 	}
-	st.Moved = r.m.head() != r.ix.cursor
-	if !st.Moved && !r.indexesAny(keys) {
+	head := r.m.head()
+	st.Moved = head != r.swept
+	if head == r.ix.cursor && !r.ix.indexedSince(r.swept) && !r.indexesAny(keys) {
+		r.swept = head // the frames since were consumed or retired
 		return st, false, nil
 	}
 	if err := c.flock(r.m.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
@@ -106,9 +112,8 @@ func (r *reader) sweep(c *counters, keys []string, want func(string) bool, decod
 		return st, false, r.lockError(err)
 	}
 	defer c.flock(r.m.fd, unix.LOCK_UN)
-	r.fresh = r.fresh[:0]
 	st.Scans = 1
-	if err := r.scanLocked(c, func(key string, pos uint64) { r.fresh = append(r.fresh, keyAt{pos, key}) }); err != nil {
+	if err := r.scanLocked(c); err != nil {
 		return st, true, err
 	}
 	checked := false
@@ -137,12 +142,12 @@ func (r *reader) sweep(c *counters, keys []string, want func(string) bool, decod
 		}
 		return true
 	}
-	for _, e := range r.fresh {
+	for _, e := range r.ix.since(r.swept) {
 		if p, indexed := r.ix.byKey[e.key]; indexed && p == e.pos && !offer(e.key, e.pos) {
 			return st, dead, err
 		}
 	}
-	clear(r.fresh) // drop the key strings
+	r.swept = r.ix.cursor
 	for _, key := range keys {
 		if pos, indexed := r.ix.byKey[key]; indexed && !offer(key, pos) {
 			return st, dead, err

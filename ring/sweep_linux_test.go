@@ -82,7 +82,8 @@ func TestSweepClaimsWantedFrames(t *testing.T) {
 		}
 		mustMiss(t, recv, "0", "1", k, nil)
 	}
-	if !slices.Equal(s.asked, []string{"k0", "k1", "k2", "k3", "k4", "k5"}) {
+	// "first" too: the attaching Get indexed it, no sweep offered it yet.
+	if !slices.Equal(s.asked, []string{"first", "k0", "k1", "k2", "k3", "k4", "k5"}) {
 		t.Fatalf("want asked about %q", s.asked)
 	}
 	// Nothing new: no lock, no question.
@@ -98,6 +99,24 @@ func TestSweepClaimsWantedFrames(t *testing.T) {
 	}
 	if got := mustGet(t, recv, "0", "1", "k0", nil); !slices.Equal(got, codes(0)) {
 		t.Fatal("an unwanted frame was not left for Get")
+	}
+}
+
+// Frames that another caller's Get scanned (and indexed) since the last
+// sweep are still new to the next one: nothing a waiter wants is stranded.
+func TestSweepOffersFramesAGetScanned(t *testing.T) {
+	_, prod, recv := pair(t, 1<<16)
+	mustPut(t, prod, "0", "1", "first", codes(9))
+	s := newSweeper()
+	s.sweep(t, recv) // attach; offers "first"
+	mustPut(t, prod, "0", "1", "k", codes(1))
+	mustMiss(t, recv, "0", "1", "other", nil) // scans: the cursor passes k
+	s.wanted["k"] = true
+	if st := s.sweep(t, recv); !st.Moved || st.Claims != 1 || !slices.Equal(s.got["k"], codes(1)) {
+		t.Fatalf("sweep after a Get scanned the frame: %+v", st)
+	}
+	if st := s.sweep(t, recv); st.Moved || st.Scans != 0 {
+		t.Fatalf("an idle sweep after that: %+v", st)
 	}
 }
 
