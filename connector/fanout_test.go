@@ -16,11 +16,13 @@ import (
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/scope"
+	"omnishm/wake"
 )
 
 // roleFanoutProducer: scope ringBytes. Puts conntest.Codes(1, V) under KEY
-// on edge 0->1 for each line "KEY V" it reads, saying nothing; leaves on
-// an empty line or when the parent is gone.
+// on edge 0->1 for each line "KEY V" it reads, saying nothing; for a line
+// "wake" it only wakes stage 2 (the measurement's floor); it leaves on an
+// empty line or when the parent is gone.
 func roleFanoutProducer(args []string) int {
 	ringBytes, _ := strconv.Atoi(args[1])
 	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: ringBytes})
@@ -29,10 +31,17 @@ func roleFanoutProducer(args []string) int {
 		return 1
 	}
 	defer c.Close()
+	n := wake.NewNotifier(c.Names().WakeDir)
+	defer n.Close()
 	for {
 		var key string
 		var v int64
-		if n, _ := fmt.Sscan(shmtest.Hear(), &key, &v); n != 2 {
+		line := shmtest.Hear()
+		if line == "wake" {
+			n.Notify("2")
+			continue
+		}
+		if n, _ := fmt.Sscan(line, &key, &v); n != 2 {
 			return 0
 		}
 		if _, _, err := c.Put("0", "1", key, conntest.Codes(1, v)); err != nil {
@@ -85,7 +94,9 @@ func flockPair(tb testing.TB) time.Duration {
 // only once the previous key was delivered. It reports the idle CPU (% of
 // one core) and OS threads with all N waiting and nothing arriving, and the
 // CPU of this process per delivered message, also in uncontended flock
-// pairs measured in the same run. Run with -benchtime=1x: each run is one
+// pairs measured in the same run, and the floor of that round trip (the
+// same line to the producer answered by a bare wakeup). Run with
+// -benchtime=1x: each run is one
 // measurement; the idle window is a measurement interval, not a wait for a
 // condition.
 func BenchmarkFanout(b *testing.B) {
@@ -149,9 +160,29 @@ func measureFanout(b *testing.B, n, ringBytes int, idle time.Duration) {
 		}
 	}
 	perMsg := (cpuTime(b) - c0) / time.Duration(n)
+
+	// The floor of this round trip: the same line to the producer, which
+	// then only writes a wakeup to a FIFO of this process, read through
+	// the runtime poller.
+	r, err := wake.OpenReceiver(recv.Names().WakeDir, "2")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	woken := r.C()
+	p.Send(b, "wake") // the child's notifier finds the new FIFO
+	<-woken
+	c0 = cpuTime(b)
+	for range n {
+		p.Send(b, "wake")
+		<-woken
+	}
+	floor := (cpuTime(b) - c0) / time.Duration(n)
 	pair := flockPair(b)
 	b.ReportMetric(100*idleCPU, "idle-cpu-%")
 	b.ReportMetric(float64(th), "threads")
 	b.ReportMetric(float64(perMsg.Nanoseconds())/1000, "cpu-µs/msg")
 	b.ReportMetric(float64(perMsg)/float64(pair), "flock-pairs/msg")
+	b.ReportMetric(float64(floor.Nanoseconds())/1000, "floor-cpu-µs/msg")
+	b.ReportMetric(float64(perMsg-floor)/float64(pair), "above-floor-flock-pairs/msg")
 }

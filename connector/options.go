@@ -29,8 +29,8 @@ const (
 	// DefaultPollInterval bounds the sleep between polls when no wakeup
 	// arrives: a producer without wakeups (or a lost hint) is still read.
 	DefaultPollInterval = 50 * time.Millisecond
-	// DefaultSpin is how long Recv polls the rings after a miss before it
-	// sleeps: a sleep and a wakeup cost more than that.
+	// DefaultSpin is a Spin for a receiver that waits on one message in
+	// flight at a time and would rather burn a core than pay a wakeup.
 	DefaultSpin = 50 * time.Microsecond
 )
 
@@ -53,13 +53,17 @@ type Options struct {
 	// DisableWakeups turns off the FIFOs of SPEC §8: puts wake nobody and
 	// Recv polls. The environment's VLLM_OMNI_SHM_WAKEUP=0 does the same.
 	DisableWakeups bool
-	// PollInterval bounds how long Recv sleeps between polls when no wakeup
-	// arrives (wakeups are hints; a lost one costs at most this much
-	// latency). Zero or less means DefaultPollInterval.
+	// PollInterval bounds how long a waiting Recv's rings go unpolled when
+	// no wakeup arrives (wakeups are hints; a lost one costs at most this
+	// much latency on the ring path). Per-key segments are found by their
+	// lock-file hints and wakeups; their safety re-poll of every waited key
+	// starts at PollInterval and backs off to 16 times it while it finds
+	// nothing. Zero or less means DefaultPollInterval.
 	PollInterval time.Duration
 	// Spin is how long Recv keeps polling the rings (no system call per
-	// poll) after a miss before it sleeps on its FIFO. Zero means
-	// DefaultSpin; a negative value never spins.
+	// poll) after a miss before it hands the wait to the connector's
+	// dispatcher. Zero or less never spins: one dispatcher serves every
+	// waiting Recv, and a spin burns CPU per call.
 	Spin time.Duration
 	// Logger receives the connector's warnings: one per edge whose ring
 	// cannot be set up, a wakeup FIFO or crash watchdog that is unavailable.
@@ -87,9 +91,6 @@ func (o Options) resolve() (Options, error) {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
-	}
-	if o.Spin == 0 {
-		o.Spin = DefaultSpin
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -322,6 +322,7 @@ func place(capacity, head, tail, total uint64) (padding uint64, ok bool) {
 // overwritten after a wrap) are dropped once they fall behind tail.
 type index struct {
 	cursor    uint64
+	frames    uint64 // payload frames the cursor passed, ready or not
 	byKey     map[string]uint64
 	positions []keyAt // FIFO; consumed from first
 	first     int
@@ -394,6 +395,9 @@ func (ix *index) scan(data []byte, head, tail uint64) error {
 			return fmt.Errorf("%w: frame at %d ends after head %d", ErrCorrupt, pos, head)
 		}
 		ix.cursor += uint64(f.total)
+		if f.kind != kindPadding {
+			ix.frames++
+		}
 		if f.kind != kindPadding && f.state == stateReady {
 			key := frameKey(data, pos, f)
 			if p, ok := ix.byKey[string(key)]; !ok || p != pos {

@@ -30,6 +30,8 @@ type reader struct {
 	closed bool          // under mu
 	end    chan struct{} // closed by close: stops the exit forwarder
 	swept  uint64        // Sweep has offered the frames before this position; under mu
+	// index.frames at the last sweep; under mu.
+	sweptFrames uint64
 }
 
 func (r *reader) lockError(err error) error { return fmt.Errorf("ring: lock %s: %w", r.name, err) }

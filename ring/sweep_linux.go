@@ -15,7 +15,12 @@ import (
 // SweepStats says what one Sweep did: for its caller's scheduling, and for
 // tests that count the work per delivered message.
 type SweepStats struct {
-	Moved  bool // some ring had frames published since its last scan
+	Moved bool // some ring had frames published since the last Sweep
+	// Frames counts the frames published since the last Sweep (claimed
+	// since or not) that scans have passed: each put of a producer that
+	// wakes its receivers is one, so a caller can tell whether a wakeup
+	// was for these rings.
+	Frames int
 	Busy   bool // some ring's lock was held by another process: its new frames wait for the next Sweep
 	Scans  int  // rings scanned under their lock
 	Claims int  // frames claimed (deliver calls)
@@ -57,6 +62,7 @@ func (t *Transport) Sweep(from, to string, keys []string, want func(key string) 
 			out = out[:0]
 			rst, dead, err := r.sweep(&t.stats, keys, want, decode, &out)
 			st.Moved = st.Moved || rst.Moved
+			st.Frames += rst.Frames
 			st.Busy = st.Busy || rst.Busy
 			st.Scans += rst.Scans
 			st.Claims += len(out)
@@ -100,6 +106,10 @@ func (r *reader) sweep(c *counters, keys []string, want func(string) bool, decod
 	}
 	head := r.m.head()
 	st.Moved = head != r.swept
+	defer func() {
+		st.Frames = int(r.ix.frames - r.sweptFrames)
+		r.sweptFrames = r.ix.frames
+	}()
 	if head == r.ix.cursor && !r.ix.indexedSince(r.swept) && !r.indexesAny(keys) {
 		r.swept = head // the frames since were consumed or retired
 		return st, false, nil

@@ -68,7 +68,8 @@ func TestSweepClaimsWantedFrames(t *testing.T) {
 	s := newSweeper("k1", "k4")
 	before := recv.work()
 	st := s.sweep(t, recv)
-	if !st.Moved || st.Busy || st.Scans != 1 || st.Claims != 2 {
+	// Frames: the six and "first", which the attaching Get passed.
+	if !st.Moved || st.Busy || st.Scans != 1 || st.Claims != 2 || st.Frames != 7 {
 		t.Fatalf("stats %+v", st)
 	}
 	if w := recv.work(); w.flocks-before.flocks != 2 || w.liveness-before.liveness > 1 {
@@ -112,10 +113,10 @@ func TestSweepOffersFramesAGetScanned(t *testing.T) {
 	mustPut(t, prod, "0", "1", "k", codes(1))
 	mustMiss(t, recv, "0", "1", "other", nil) // scans: the cursor passes k
 	s.wanted["k"] = true
-	if st := s.sweep(t, recv); !st.Moved || st.Claims != 1 || !slices.Equal(s.got["k"], codes(1)) {
+	if st := s.sweep(t, recv); !st.Moved || st.Claims != 1 || st.Frames != 1 || !slices.Equal(s.got["k"], codes(1)) {
 		t.Fatalf("sweep after a Get scanned the frame: %+v", st)
 	}
-	if st := s.sweep(t, recv); st.Moved || st.Scans != 0 {
+	if st := s.sweep(t, recv); st.Moved || st.Scans != 0 || st.Frames != 0 {
 		t.Fatalf("an idle sweep after that: %+v", st)
 	}
 }

@@ -220,6 +220,14 @@ func (r *Receiver) Generation() uint64 {
 	return r.gen
 }
 
+// Seen is the number of wakeups counted so far, without reading the FIFO:
+// those the background reader (or a Generation or Wait) has drained.
+func (r *Receiver) Seen() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gen
+}
+
 // WaitForChange blocks until the generation exceeds gen or timeout passes,
 // and returns the generation and whether it exceeds gen. It returns at once,
 // unchanged, on a closed Receiver.
