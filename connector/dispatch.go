@@ -249,14 +249,11 @@ func (d *dispatcher) reserveLocked(from, key string) *waiter {
 func (d *dispatcher) finish(w *waiter, r result) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !r.ok && r.err == nil && !w.cancelled && !d.closed {
+	if !r.ok && r.err == nil && !w.cancelled {
 		w.state = waiting
 		d.keys[w.key] = append([]*waiter{w}, d.keys[w.key]...)
 		d.edges[w.from]++
 		return
-	}
-	if !r.ok && d.closed && !w.cancelled {
-		r.err = ErrClosed
 	}
 	w.state = finished
 	w.ch <- r
@@ -270,7 +267,7 @@ func (d *dispatcher) run() {
 	timer.Stop()
 	changes := d.c.ring.Changes()
 	for {
-		var woke, changed bool
+		woke := false
 		select {
 		case <-d.stop:
 			timer.Stop()
@@ -280,11 +277,10 @@ func (d *dispatcher) run() {
 		case <-d.fifo:
 			woke = true
 		case <-changes:
-			changed = true
 		case <-timer.C:
 		}
 		d.serving.Store(true)
-		next := d.serve(woke, changed)
+		next := d.serve(woke)
 		d.serving.Store(false)
 		timer.Stop()
 		if !next.IsZero() {
@@ -293,10 +289,10 @@ func (d *dispatcher) run() {
 	}
 }
 
-// serve does what woke (a wakeup), changed (the ring's Changes), a new
-// waiter, a hint or a due timer asks for, and returns when to look again
-// (zero: only on an event).
-func (d *dispatcher) serve(woke, changed bool) time.Time {
+// serve does what a wakeup (woke), the ring's Changes, a new waiter, a
+// hint or a due timer asks for, and returns when to look again (zero: only
+// on an event).
+func (d *dispatcher) serve(woke bool) time.Time {
 	now := time.Now()
 	var wakes uint64
 	if woke {
