@@ -456,4 +456,4 @@ func (c *SHM) Close() error {
 // Names returns the /dev/shm names of this connector's scope.
 func (c *SHM) Names() scope.Names { return c.names }
 
-var _ Receiver = (*SHM)(nil)
+var _ MessageReceiver = (*SHM)(nil)

@@ -70,6 +70,8 @@ type Message struct {
 // SHM is one.
 type MessageReceiver interface {
 	Receiver
+	// GetMessage is Get returning a Message.
+	GetMessage(from, to, key string, desc *Descriptor) (msg Message, ok bool, err error)
 	// RecvMessage is Recv returning a Message.
 	RecvMessage(ctx context.Context, from, key string) (Message, error)
 }

@@ -23,8 +23,9 @@ const wait = 30 * time.Second
 
 // roles are the child processes of the cross-process tests.
 var roles = map[string]func(args []string) int{
-	"produce": roleProduce,
-	"stall":   roleStall,
+	"produce":   roleProduce,
+	"stall":     roleStall,
+	"stallmany": roleStallMany,
 }
 
 // roleProduce: args scope, ring bytes, chunks, requests...: sends the
