@@ -2,11 +2,6 @@ package interop
 
 import (
 	"context"
-	"encoding/hex"
-	"encoding/json"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -98,10 +93,7 @@ func TestPythonProducerToGoWaiters(t *testing.T) {
 // its polls (every millisecond here) and Python gets its share of them.
 func TestPythonReceiverCompetesWithTheDispatcher(t *testing.T) {
 	const n = 120
-	for _, c := range []struct {
-		name      string
-		ringBytes int
-	}{{"ring", ring.DefaultCapacity}, {"segments", connector.NoRing}} {
+	for _, c := range claimPaths {
 		t.Run(c.name, func(t *testing.T) {
 			s := shmtest.Scope(t)
 			sender, err := connector.Open(connector.Options{WakeupScope: s, StageID: "0", HostRingBytes: c.ringBytes, DisableWakeups: true})
@@ -137,36 +129,13 @@ func TestPythonReceiverCompetesWithTheDispatcher(t *testing.T) {
 			}
 			shmtest.Eventually(t, wait, "every Go Recv to wait", func() bool { return receiver.Waiting() == n })
 
-			keyFile := filepath.Join(t.TempDir(), "keys")
-			if err := os.WriteFile(keyFile, []byte(strings.Join(keys, "\n")), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			args := []string{"claimall", s, "0", "1", keyFile, "40"}
-			if c.ringBytes == connector.NoRing {
-				args = append(args, "--segments")
-			}
-			py := startPeer(t, args...)
-			if l := py.line(t); l != "ready" {
-				t.Fatal(l)
-			}
-			py.send(t, "go")
+			py := startClaimer(t, s, keys, 40, c.ringBytes == connector.NoRing)
 			for _, key := range keys {
 				if _, d, err := sender.Put("0", "1", key, want[key]); err != nil || (d.HostRing != nil) != (c.ringBytes > 0) {
 					t.Fatalf("put %s: %v %v", key, d, err)
 				}
 			}
-			var byPython map[string]received
-			if err := json.Unmarshal([]byte(py.line(t)), &byPython); err != nil {
-				t.Fatal(err)
-			}
-			py.exit(t)
-			for key, r := range byPython {
-				data, err := hex.DecodeString(r.Data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				checkTree(t, key, want[key], decodeReceived(t, &r, data))
-			}
+			byPython := pythonClaims(t, py, want)
 			// Every key Python did not claim reaches its Go waiter.
 			byGo := map[string]bool{}
 			for range n - len(byPython) {

@@ -83,16 +83,7 @@ func TestMuxManyInterleavedRequests(t *testing.T) {
 					t.Fatalf("request %d: %d chunks", r, n)
 				}
 			}
-			if l := p.Line(t, wait); l != "sent" {
-				t.Fatalf("producer: %s", l)
-			}
-			p.Send(t, "release")
-			if l := p.Line(t, wait); l != "reclaimed 0" {
-				t.Fatalf("producer after a full drain: %s", l)
-			}
-			if err := p.Wait(t, wait); err != nil {
-				t.Fatal(err)
-			}
+			releaseDrained(t, p)
 			if h := recv.Health(); h.Gets != requests*chunks {
 				t.Fatalf("health %+v: want %d gets", h, requests*chunks)
 			}
