@@ -1,6 +1,7 @@
 package connector
 
 import (
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,18 +22,21 @@ import (
 //     it then sweeps each attached ring of every waited edge once, claiming
 //     the frames whose keys have waiters;
 //   - the ring's Changes (a new producer, a producer's exit);
-//   - lock-file hints: a per-key producer closes shm_{key}_lockfile.lock,
-//     opened for writing, after publishing (SPEC §6); inotify on /dev/shm
-//     names the key, and only a waited key's segment is then tried;
 //   - a new waiter, whose key it tries once at once;
 //   - one timer: the rings' poll every PollInterval (cheap: an atomic load
 //     per ring), and one connector-wide check of every waited key, which
 //     backs off (for producers that send no hints).
 //
-// Every waited key is tried on its per-key path only on an inotify
-// overflow, on a wakeup that brought no event (no ring moved, no lock file
-// closed), and in that safety re-poll. Hints and wakeups are never proof:
-// a try that misses costs one stat.
+// Per-key publications are found through lock-file hints: a per-key
+// producer closes shm_{key}_lockfile.lock, opened for writing, after
+// publishing (SPEC §6), and inotify on /dev/shm names the key; only a
+// waited key's segment is then tried. The hints are read when a wakeup
+// brought no ring frame, and at each poll. Every waited key is tried on
+// its per-key path only on an inotify overflow, on a wakeup that brought
+// no event (no ring frame, no lock file closed: counted per serve, the
+// wakeups since the last one against what it found), and in that safety
+// re-poll. Hints and wakeups are never proof: a try that misses costs one
+// stat.
 
 // fullCheckBackoff bounds the safety re-poll of every waited key at this
 // many PollIntervals.
@@ -86,10 +90,7 @@ type dispatcher struct {
 	fresh  []*waiter            // registered since the last serve
 	hinted []string             // waited keys whose lock file was closed since
 	closed bool
-	// events counts what a wakeup announces (SPEC §8 wakes after each
-	// put): lock files of any key closed, and ring frames published on the
-	// waited edges. A wakeup beyond them brought no event.
-	events uint64
+	hints  uint64 // lock files of any key closed (read by syncHints)
 
 	kick    chan struct{} // fresh waiters or hinted keys
 	stop    chan struct{}
@@ -104,8 +105,8 @@ type dispatcher struct {
 	ringEvery, fullEvery, busyEvery time.Duration
 	ringAt, fullAt, busyAt          time.Time // zero: not scheduled
 	reservedNow                     []*waiter
-	forgiven                        uint64    // wakeups without an event, already acted on
-	wakeFullAt                      time.Time // the last full check for such a wakeup
+	wakeFullAt                      time.Time     // the last full check for a wakeup without an event
+	wakes                           atomic.Uint64 // the FIFO's wakeups served so far
 
 	stats dispatchStats
 }
@@ -136,11 +137,15 @@ func (c *SHM) dispatch() *dispatcher {
 	return c.dispatcher.Load()
 }
 
-// watchHints starts the lock-file watch on /dev/shm. Without it (no
+// watchHints starts the lock-file watch on /dev/shm. It is passive: its
+// events are read when the dispatcher wakes anyway (a wakeup it cannot
+// explain otherwise, a poll), so other processes' traffic in /dev/shm
+// wakes nobody here; a per-key put that wakes the stage has its hint read
+// at once, one that does not at the next poll. Without the watch (no
 // inotify), per-key publications are found by wakeups and the safety
 // re-poll, which then does not back off.
 func (d *dispatcher) watchHints() {
-	w, err := fswatch.New(true)
+	w, err := fswatch.New(false)
 	if err != nil {
 		return
 	}
@@ -152,15 +157,14 @@ func (d *dispatcher) watchHints() {
 	d.shm, d.shmWatch = w, x
 }
 
-// hint runs on the watch's goroutine for each file closed after writing in
-// /dev/shm.
+// hint runs in syncHints for each file closed after writing in /dev/shm.
 func (d *dispatcher) hint(name []byte) {
 	key, ok := scope.LockKey(string(name))
 	if !ok {
 		return
 	}
 	d.mu.Lock()
-	d.events++
+	d.hints++
 	_, waited := d.keys[key]
 	if waited {
 		d.hinted = append(d.hinted, key)
@@ -267,7 +271,7 @@ func (d *dispatcher) run() {
 	timer.Stop()
 	changes := d.c.ring.Changes()
 	for {
-		woke := false
+		woke, ticked := false, false
 		select {
 		case <-d.stop:
 			timer.Stop()
@@ -278,9 +282,10 @@ func (d *dispatcher) run() {
 			woke = true
 		case <-changes:
 		case <-timer.C:
+			ticked = true
 		}
 		d.serving.Store(true)
-		next := d.serve(woke)
+		next := d.serve(woke, ticked)
 		d.serving.Store(false)
 		timer.Stop()
 		if !next.IsZero() {
@@ -289,21 +294,24 @@ func (d *dispatcher) run() {
 	}
 }
 
-// serve does what a wakeup (woke), the ring's Changes, a new waiter, a
-// hint or a due timer asks for, and returns when to look again (zero: only
-// on an event).
-func (d *dispatcher) serve(woke bool) time.Time {
+// serve does what a wakeup (woke), the ring's Changes, a new waiter or the
+// timer (ticked) asks for, and returns when to look again (zero: only on
+// an event).
+func (d *dispatcher) serve(woke, ticked bool) time.Time {
+	if ticked {
+		d.syncHints() // the per-key puts that sent no wakeup
+	}
 	now := time.Now()
 	var wakes uint64
 	if woke {
-		// Counted before the sweep: a producer publishes, then wakes, so
-		// every wakeup counted here has its event visible by then.
-		wakes = d.c.waiter.Seen()
+		// Counted before the sweep: a producer publishes, then wakes (SPEC
+		// §8), so every wakeup counted here has its event visible by then.
+		total := d.c.waiter.Seen()
+		wakes = total - d.wakes.Swap(total)
 	}
 	fresh, hinted, edges := d.take()
 	if edges == nil {
 		d.ringAt, d.fullAt, d.busyAt = time.Time{}, time.Time{}, time.Time{}
-		d.forgive(wakes)
 		return time.Time{}
 	}
 	if len(fresh) > 0 && d.fifo == nil {
@@ -319,24 +327,24 @@ func (d *dispatcher) serve(woke bool) time.Time {
 	all := full || due(d.busyAt, now)
 
 	// The rings: one sweep per waited edge, each ring locked at most once.
-	busy := d.sweepEdges(edges, fresh, all)
-	if woke && d.unexplained(wakes) {
-		// Apply, now, what was queued before the wakeup (a producer new to
-		// the edge, the lock file a per-key put closed) and look again.
+	frames, busy := d.sweepEdges(edges, fresh, all)
+	if uint64(frames) < wakes {
+		// More wakeups than ring frames: per-key puts, whose lock files
+		// were closed before they woke us, or a producer new to the edge.
+		// Apply both now and look again.
 		d.c.ring.Refresh()
-		if d.shm != nil {
-			for d.shm.Sync() {
-			}
-		}
+		hints := d.syncHints()
 		f, more, e := d.take()
 		fresh, hinted = append(fresh, f...), append(hinted, more...)
 		if e != nil {
 			edges = e
 		}
-		busy = d.sweepEdges(edges, f, all) || busy
-		if d.unexplained(wakes) {
-			// A producer whose hint was lost, or one that sends none: try
-			// every waited key, at most once per PollInterval.
+		n, b := d.sweepEdges(edges, f, all)
+		frames, busy = frames+n, busy || b
+		if uint64(frames)+hints < wakes {
+			// Still short: a producer whose hint was lost, or one that
+			// sends none. Try every waited key, at most once per
+			// PollInterval.
 			if now.Sub(d.wakeFullAt) >= d.interval {
 				full, d.wakeFullAt = true, now
 			} else if next := d.wakeFullAt.Add(d.interval); d.fullAt.IsZero() || next.Before(d.fullAt) {
@@ -344,12 +352,11 @@ func (d *dispatcher) serve(woke bool) time.Time {
 			}
 		}
 	}
-	d.forgive(wakes)
 
 	// The per-key path: new waiters' keys, hinted keys, or all of them.
 	var tries []string
 	if full {
-		tries = d.waitedKeys("")
+		tries = d.segmentCandidates()
 		d.stats.fullChecks.Add(1)
 	} else {
 		tries = append(freshKeys(fresh, ""), hinted...)
@@ -388,24 +395,6 @@ func (d *dispatcher) serve(woke bool) time.Time {
 	return next
 }
 
-// unexplained reports whether more of wakes (a count of wakeups) arrived
-// than events were seen, beyond those already acted on.
-func (d *dispatcher) unexplained(wakes uint64) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return wakes > d.events+d.forgiven
-}
-
-// forgive marks the wakeups up to wakes as accounted for: a later wakeup
-// must bring its own event.
-func (d *dispatcher) forgive(wakes uint64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if wakes > d.events+d.forgiven {
-		d.forgiven = wakes - d.events
-	}
-}
-
 // take hands serve what arrived since it last looked: the new waiters, the
 // hinted keys, and the waited edges (nil when nothing waits).
 func (d *dispatcher) take() (fresh []*waiter, hinted []string, edges []string) {
@@ -424,10 +413,11 @@ func (d *dispatcher) take() (fresh []*waiter, hinted []string, edges []string) {
 
 // sweepEdges sweeps the rings of each waited edge once, looking up the new
 // waiters' keys in the rings' indexes (every waited key when all is set).
-// It reports a ring whose lock was held by another process.
-func (d *dispatcher) sweepEdges(edges []string, fresh []*waiter, all bool) (busy bool) {
+// It returns the frames published since the last sweep, and reports a ring
+// whose lock was held by another process.
+func (d *dispatcher) sweepEdges(edges []string, fresh []*waiter, all bool) (frames int, busy bool) {
 	if d.c.ring.Capacity() == 0 || !numeric(d.to) {
-		return false
+		return 0, false
 	}
 	for _, from := range edges {
 		if !numeric(from) {
@@ -439,9 +429,10 @@ func (d *dispatcher) sweepEdges(edges []string, fresh []*waiter, all bool) (busy
 		} else {
 			keys = freshKeys(fresh, from)
 		}
-		busy = d.sweep(from, keys) || busy
+		n, b := d.sweep(from, keys)
+		frames, busy = frames+n, busy || b
 	}
-	return busy
+	return frames, busy
 }
 
 func due(at, now time.Time) bool { return !at.IsZero() && !now.Before(at) }
@@ -475,11 +466,43 @@ func (d *dispatcher) waitedKeys(from string) []string {
 	return keys
 }
 
+// listWaiters is how many waited keys make one listing of /dev/shm
+// cheaper than a stat per key in a check of every waited key.
+const listWaiters = 64
+
+// segmentCandidates are the waited keys whose segment may be there: every
+// one, or, when many wait, those /dev/shm lists now (one listing instead of
+// a stat per key; a segment made during it is found at the next check).
+func (d *dispatcher) segmentCandidates() []string {
+	keys := d.waitedKeys("")
+	if len(keys) <= listWaiters {
+		return keys
+	}
+	f, err := os.Open(scope.ShmDir)
+	if err != nil {
+		return keys
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return keys
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	keys = keys[:0]
+	for _, name := range names {
+		if _, waited := d.keys[name]; waited {
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}
+
 // sweep claims, from the rings of edge from->d.to, the new frames whose
 // keys have waiters and the indexed frames of keys, and hands each to its
-// waiter. It counts the frames published as events, and reports a ring
-// whose lock was held by another process.
-func (d *dispatcher) sweep(from string, keys []string) (busy bool) {
+// waiter. It returns the frames published since the last sweep, and
+// reports a ring whose lock was held by another process.
+func (d *dispatcher) sweep(from string, keys []string) (frames int, busy bool) {
 	d.stats.sweeps.Add(1)
 	reserved := d.reservedNow[:0]
 	want := func(key string) bool {
@@ -511,17 +534,12 @@ func (d *dispatcher) sweep(from string, keys []string) (busy bool) {
 	d.reservedNow = reserved[:0]
 	d.stats.ringScans.Add(int64(st.Scans))
 	d.stats.ringClaims.Add(int64(st.Claims))
-	if st.Frames > 0 {
-		d.mu.Lock()
-		d.events += uint64(st.Frames)
-		d.mu.Unlock()
-	}
 	if err != nil {
 		// A corrupt ring is dropped by the ring package; its waiters wait
 		// on. Nothing to return it to: Recv's own Get would report it.
 		d.c.log.Debug("omnishm: receive sweep", "from", from, "err", err)
 	}
-	return st.Busy
+	return st.Frames, st.Busy
 }
 
 // trySegments claims the per-key segments of keys that still have waiters;
@@ -551,6 +569,22 @@ func (d *dispatcher) trySegments(keys []string) (found bool) {
 		d.finish(w, result{msg: msg, ok: ok, err: err})
 	}
 	return found
+}
+
+// syncHints reads the lock-file events queued now (hint runs for each) and
+// returns how many lock files they name.
+func (d *dispatcher) syncHints() uint64 {
+	if d.shm == nil {
+		return 0
+	}
+	d.mu.Lock()
+	before := d.hints
+	d.mu.Unlock()
+	for d.shm.Sync() {
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.hints - before
 }
 
 // rewatchHints replaces a lost hint watch (an overflow dropped events, or
@@ -599,11 +633,15 @@ func (d *dispatcher) waiting() int {
 }
 
 // settled reports that nothing is left for serve: no new waiter, no hint,
-// and serve not running.
+// no wakeup in the FIFO or not yet served, and serve not running. (It
+// drains the FIFO: for tests.)
 func (d *dispatcher) settled() bool {
 	d.mu.Lock()
 	pending := len(d.fresh) + len(d.hinted)
 	d.mu.Unlock()
+	if d.c.waiter != nil && (d.c.waiter.Generation() != d.wakes.Load() || len(d.fifo) > 0) {
+		return false
+	}
 	return pending == 0 && !d.serving.Load() && len(d.kick) == 0
 }
 
