@@ -23,9 +23,11 @@ import (
 //     the frames whose keys have waiters;
 //   - the ring's Changes (a new producer, a producer's exit);
 //   - a new waiter, whose key it tries once at once;
-//   - one timer: the rings' poll every PollInterval (cheap: an atomic load
-//     per ring), and one connector-wide check of every waited key, which
-//     backs off (for producers that send no hints).
+//   - one timer: one connector-wide safety re-poll of the rings and of
+//     every waited key, which backs off from PollInterval to 16 times it
+//     while it finds nothing unannounced (for producers that send no
+//     wakeups or hints); without a wakeup FIFO the rings are also polled
+//     (cheap: an atomic load per ring) at least every PollInterval.
 //
 // Per-key publications are found through lock-file hints: a per-key
 // producer closes shm_{key}_lockfile.lock, opened for writing, after
@@ -103,7 +105,7 @@ type dispatcher struct {
 
 	// The serving goroutine's own.
 	ringEvery, fullEvery, busyEvery time.Duration
-	ringAt, fullAt, busyAt          time.Time // zero: not scheduled
+	ringAt, fullAt, busyAt          time.Time // zero: not scheduled; ringAt only without a FIFO
 	reservedNow                     []*waiter
 	wakeFullAt                      time.Time     // the last full check for a wakeup without an event
 	wakes                           atomic.Uint64 // the FIFO's wakeups served so far
@@ -126,10 +128,7 @@ func (c *SHM) dispatch() *dispatcher {
 		if c.waiter != nil {
 			d.fifo = c.waiter.C()
 		}
-		d.ringEvery, d.fullEvery = d.interval, d.interval
-		if d.fifo == nil {
-			d.ringEvery = min(minRingPoll, d.interval)
-		}
+		d.ringEvery, d.fullEvery = min(minRingPoll, d.interval), d.interval
 		d.watchHints()
 		c.dispatcher.Store(d)
 		go d.run()
@@ -363,16 +362,18 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 	}
 	found := d.trySegments(tries)
 
-	// When to look again.
-	if due(d.ringAt, now) || d.ringAt.IsZero() || len(fresh) > 0 {
+	// When to look again. Without a wakeup FIFO the rings are polled,
+	// closely at first. The safety re-poll (the rings, and every waited
+	// key's segment) backs off while it finds nothing that no wakeup or
+	// hint announced, and comes back to PollInterval when it does: such a
+	// producer exists.
+	if d.fifo == nil && (due(d.ringAt, now) || d.ringAt.IsZero() || len(fresh) > 0) {
 		d.ringAt = now.Add(d.ringEvery)
-		if d.fifo == nil {
-			d.ringEvery = min(d.ringEvery*2, d.interval)
-		}
+		d.ringEvery = min(d.ringEvery*2, d.interval)
 	}
 	if full || d.fullAt.IsZero() {
 		switch {
-		case found && full, d.shm == nil:
+		case d.shm == nil, full && (found || !woke && frames > 0):
 			d.fullEvery = d.interval
 		case full:
 			d.fullEvery = min(d.fullEvery*2, fullCheckBackoff*d.interval)
@@ -386,8 +387,8 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 	case !busy:
 		d.busyAt, d.busyEvery = time.Time{}, 0
 	}
-	next := d.ringAt
-	for _, t := range []time.Time{d.fullAt, d.busyAt} {
+	next := d.fullAt
+	for _, t := range []time.Time{d.ringAt, d.busyAt} {
 		if !t.IsZero() && t.Before(next) {
 			next = t
 		}

@@ -53,12 +53,13 @@ type Options struct {
 	// DisableWakeups turns off the FIFOs of SPEC §8: puts wake nobody and
 	// Recv polls. The environment's VLLM_OMNI_SHM_WAKEUP=0 does the same.
 	DisableWakeups bool
-	// PollInterval bounds how long a waiting Recv's rings go unpolled when
-	// no wakeup arrives (wakeups are hints; a lost one costs at most this
-	// much latency on the ring path). Per-key segments are found by their
-	// lock-file hints and wakeups; their safety re-poll of every waited key
-	// starts at PollInterval and backs off to 16 times it while it finds
-	// nothing. Zero or less means DefaultPollInterval.
+	// PollInterval paces the polls of a waiting Recv for what no wakeup or
+	// hint announced (wakeups are hints; a lost one costs latency, never a
+	// payload). Without a wakeup FIFO the rings are polled at least this
+	// often. With one, a single connector-wide safety re-poll of the rings
+	// and of every waited key's segment starts at PollInterval and backs
+	// off to 16 times it while it finds nothing, and returns to it once it
+	// finds something. Zero or less means DefaultPollInterval.
 	PollInterval time.Duration
 	// Spin is how long Recv keeps polling the rings (no system call per
 	// poll) after a miss before it hands the wait to the connector's

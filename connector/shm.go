@@ -289,9 +289,8 @@ func (c *SHM) Stage() Stage { return c.opts.StageID }
 // connector's one receive dispatcher (started by the first Recv that
 // waits) serves the call when a producer's wakeup, a ring event or a
 // lock-file hint says the key may have arrived, and polls on its behalf
-// at least every Options.PollInterval, so a lost wakeup only costs
-// latency. A waiting Recv holds no OS thread and makes no system call of
-// its own.
+// (Options.PollInterval), so a lost wakeup only costs latency. A waiting
+// Recv holds no OS thread and makes no system call of its own.
 func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
 	m, err := c.RecvMessage(ctx, from, key)
 	return m.Payload, m.Size, err
