@@ -88,6 +88,7 @@ type dispatcher struct {
 
 	mu     sync.Mutex
 	keys   map[string][]*waiter // waiting, by key, in arrival order
+	count  atomic.Int64         // the waiters in keys (written under mu)
 	edges  map[string]int       // waiting per edge from->to
 	fresh  []*waiter            // registered since the last serve
 	hinted []string             // waited keys whose lock file was closed since
@@ -192,6 +193,7 @@ func (d *dispatcher) wait(from, key string) (*waiter, error) {
 	}
 	d.keys[key] = append(d.keys[key], w)
 	d.edges[from]++
+	d.count.Add(1)
 	d.fresh = append(d.fresh, w)
 	d.mu.Unlock()
 	d.nudge()
@@ -231,6 +233,7 @@ func (d *dispatcher) removeLocked(w *waiter) {
 	if d.edges[w.from]--; d.edges[w.from] <= 0 {
 		delete(d.edges, w.from)
 	}
+	d.count.Add(-1)
 }
 
 // reserveLocked takes the first waiter of key (of edge from->d.to, or of
@@ -256,6 +259,7 @@ func (d *dispatcher) finish(w *waiter, r result) {
 		w.state = waiting
 		d.keys[w.key] = append([]*waiter{w}, d.keys[w.key]...)
 		d.edges[w.from]++
+		d.count.Add(1)
 		return
 	}
 	w.state = finished
@@ -611,6 +615,7 @@ func (d *dispatcher) shutdown() {
 	}
 	clear(d.keys)
 	clear(d.edges)
+	d.count.Store(0)
 	d.fresh, d.hinted = nil, nil
 	for _, w := range all {
 		w.state = finished
@@ -620,17 +625,6 @@ func (d *dispatcher) shutdown() {
 	if d.shm != nil {
 		d.shm.Close()
 	}
-}
-
-// waiting counts the waiters not yet served.
-func (d *dispatcher) waiting() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := 0
-	for _, list := range d.keys {
-		n += len(list)
-	}
-	return n
 }
 
 // settled reports that nothing is left for serve: no new waiter, no hint,

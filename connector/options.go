@@ -29,8 +29,9 @@ const (
 	// DefaultPollInterval bounds the sleep between polls when no wakeup
 	// arrives: a producer without wakeups (or a lost hint) is still read.
 	DefaultPollInterval = 50 * time.Millisecond
-	// DefaultSpin is a Spin for a receiver that waits on one message in
-	// flight at a time and would rather burn a core than pay a wakeup.
+	// DefaultSpin is how long a Recv that would be the connector's only
+	// waiter polls the rings after a miss before it sleeps: with one
+	// message in flight a wakeup costs more than that.
 	DefaultSpin = 50 * time.Microsecond
 )
 
@@ -63,8 +64,9 @@ type Options struct {
 	PollInterval time.Duration
 	// Spin is how long Recv keeps polling the rings (no system call per
 	// poll) after a miss before it hands the wait to the connector's
-	// dispatcher. Zero or less never spins: one dispatcher serves every
-	// waiting Recv, and a spin burns CPU per call.
+	// dispatcher, when no other Recv of the connector waits (with other
+	// waiters the dispatcher serves them all, and spinning would burn CPU
+	// per waiter). Zero means DefaultSpin; a negative value never spins.
 	Spin time.Duration
 	// Logger receives the connector's warnings: one per edge whose ring
 	// cannot be set up, a wakeup FIFO or crash watchdog that is unavailable.
@@ -92,6 +94,9 @@ func (o Options) resolve() (Options, error) {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
+	}
+	if o.Spin == 0 {
+		o.Spin = DefaultSpin
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

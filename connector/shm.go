@@ -343,16 +343,17 @@ func (c *SHM) RecvMessage(ctx context.Context, from, key string) (Message, error
 // stage's metrics.
 func (c *SHM) Waiting() int {
 	if d := c.dispatcher.Load(); d != nil {
-		return d.waiting()
+		return int(d.count.Load())
 	}
 	return 0
 }
 
 // spin polls the edge's rings, without a system call per miss, for up to
-// Options.Spin before Recv hands the wait to the dispatcher (off by
-// default).
+// Options.Spin before Recv hands the wait to the dispatcher, when no other
+// Recv waits: one message in flight is read without a sleep and a wakeup,
+// and many waiters never spin.
 func (c *SHM) spin(from, key string) (Message, bool, error) {
-	if c.opts.Spin <= 0 || c.ring.Capacity() == 0 || !numeric(from) {
+	if c.opts.Spin <= 0 || c.ring.Capacity() == 0 || !numeric(from) || c.Waiting() > 0 {
 		return Message{}, false, nil
 	}
 	to := string(c.opts.StageID)
