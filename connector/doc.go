@@ -15,8 +15,25 @@
 // A put takes the host ring (package ring) when the ring is on and both
 // stage ids are numeric and the payload fits a quarter of the ring; else,
 // or when the ring is full, a per-key segment (package segment). After a
-// put the receiving stage's FIFOs get one wakeup byte (package wake), so a
-// Recv sleeping there returns at once.
+// put the receiving stage's FIFOs get one wakeup byte (package wake).
+//
+// # Waiting
+//
+// Recv takes what has arrived at once. Otherwise one receive dispatcher per
+// connector (started by the first Recv that waits, stopped by Close) waits
+// for every Recv: on the stage's wakeup FIFO, the ring's registry and its
+// producers' pidfds, and the lock files per-key producers close in
+// /dev/shm (SPEC §6), all through Go's runtime poller. A put wakes only
+// the waiter of its key: on a wakeup each attached ring of the edge is
+// scanned once under its lock, and a per-key segment is tried only for a
+// waited key whose lock file was closed, or in the connector-wide safety
+// re-poll. A waiting Recv costs a channel and a map entry: no OS thread,
+// timer or poll of its own. The protocol is unchanged: Python producers and
+// receivers on the same edge interoperate, a Python receiver competing with
+// the dispatcher still gets each publication exactly once, and Get works
+// without the dispatcher. RecvMessage and GetMessage also say which
+// producer published a payload (a ring's creator), so a caller can follow
+// its liveness.
 //
 // # Memory ownership
 //
@@ -57,7 +74,7 @@
 // Branch with errors.Is on ErrClosed, ErrBadKey, ErrBadStage,
 // ErrBadDescriptor and ErrUnknownConnector. What is not an error of any call (a ring that cannot
 // be set up for an edge, which then falls back to segments; a missing
-// wakeup FIFO, which makes Recv poll; an unavailable watchdog) is logged
+// wakeup FIFO, which makes the dispatcher poll; an unavailable watchdog) is logged
 // once to Options.Logger.
 //
 // # Figures

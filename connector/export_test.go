@@ -5,3 +5,25 @@ func RingMaxPayload(c *SHM, key string) int { return c.ring.MaxPayload(key) }
 
 // ReceiverFIFOs exposes the wake FIFOs this process reads, to the tests.
 var ReceiverFIFOs = receiverFIFOs
+
+// DispatchWork is what the receive dispatcher did so far: ring sweeps
+// (one per waited edge and serve), rings scanned under their lock, frames
+// claimed from rings, per-key claims tried, and checks of every waited key.
+type DispatchWork struct{ Sweeps, RingScans, RingClaims, SegmentTries, FullChecks int64 }
+
+// Dispatched returns c's dispatcher's work counters (zero without one).
+func Dispatched(c *SHM) DispatchWork {
+	d := c.dispatcher.Load()
+	if d == nil {
+		return DispatchWork{}
+	}
+	s := &d.stats
+	return DispatchWork{s.sweeps.Load(), s.ringScans.Load(), s.ringClaims.Load(), s.segmentTries.Load(), s.fullChecks.Load()}
+}
+
+// DispatchSettled reports that c's dispatcher has nothing left to serve
+// and is not serving: every waiter registered was tried once.
+func DispatchSettled(c *SHM) bool {
+	d := c.dispatcher.Load()
+	return d == nil || d.settled()
+}

@@ -26,6 +26,7 @@ func TestMain(m *testing.M) {
 
 		"soakproducer": roleSoakProducer,
 		"soakreceiver": roleSoakReceiver,
+		"fanout":       roleFanoutProducer,
 	})
 }
 

@@ -29,8 +29,9 @@ const (
 	// DefaultPollInterval bounds the sleep between polls when no wakeup
 	// arrives: a producer without wakeups (or a lost hint) is still read.
 	DefaultPollInterval = 50 * time.Millisecond
-	// DefaultSpin is how long Recv polls the rings after a miss before it
-	// sleeps: a sleep and a wakeup cost more than that.
+	// DefaultSpin is how long a Recv that would be the connector's only
+	// waiter polls the rings after a miss before it sleeps: with one
+	// message in flight a wakeup costs more than that.
 	DefaultSpin = 50 * time.Microsecond
 )
 
@@ -53,13 +54,19 @@ type Options struct {
 	// DisableWakeups turns off the FIFOs of SPEC §8: puts wake nobody and
 	// Recv polls. The environment's VLLM_OMNI_SHM_WAKEUP=0 does the same.
 	DisableWakeups bool
-	// PollInterval bounds how long Recv sleeps between polls when no wakeup
-	// arrives (wakeups are hints; a lost one costs at most this much
-	// latency). Zero or less means DefaultPollInterval.
+	// PollInterval paces the polls of a waiting Recv for what no wakeup or
+	// hint announced (wakeups are hints; a lost one costs latency, never a
+	// payload). Without a wakeup FIFO the rings are polled at least this
+	// often. With one, a single connector-wide safety re-poll of the rings
+	// and of every waited key's segment starts at PollInterval and backs
+	// off to 16 times it while it finds nothing, and returns to it once it
+	// finds something. Zero or less means DefaultPollInterval.
 	PollInterval time.Duration
 	// Spin is how long Recv keeps polling the rings (no system call per
-	// poll) after a miss before it sleeps on its FIFO. Zero means
-	// DefaultSpin; a negative value never spins.
+	// poll) after a miss before it hands the wait to the connector's
+	// dispatcher, when no other Recv of the connector waits (with other
+	// waiters the dispatcher serves them all, and spinning would burn CPU
+	// per waiter). Zero means DefaultSpin; a negative value never spins.
 	Spin time.Duration
 	// Logger receives the connector's warnings: one per edge whose ring
 	// cannot be set up, a wakeup FIFO or crash watchdog that is unavailable.

@@ -38,8 +38,10 @@ type SHM struct {
 	claims   ledger         // the fates of its publications (claim.go)
 	shmWatch shmWatch       // wakes WaitClaimed on per-key publications
 
-	closeOnce sync.Once
-	closed    atomic.Bool
+	dispatchOnce sync.Once                  // starts the receive dispatcher (dispatch.go)
+	dispatcher   atomic.Pointer[dispatcher] // nil until the first Recv waits
+	closeOnce    sync.Once
+	closed       atomic.Bool
 
 	puts, gets, bytes                 atomic.Uint64
 	ringPuts, ringGets, ringFallbacks atomic.Uint64
@@ -233,37 +235,55 @@ func decodeRing(kind ring.Kind, payload []byte) (any, error) {
 // (a descriptor naming no publication of this protocol) or ErrClosed where
 // those apply.
 func (c *SHM) Get(from, to, key string, desc *Descriptor) (any, int, bool, error) {
+	m, ok, err := c.GetMessage(from, to, key, desc)
+	return m.Payload, m.Size, ok, err
+}
+
+// GetMessage is Get that also says which process published the payload,
+// where the path knows it (Message.Producer).
+func (c *SHM) GetMessage(from, to, key string, desc *Descriptor) (Message, bool, error) {
 	if c.closed.Load() {
-		return nil, 0, false, ErrClosed
+		return Message{}, false, ErrClosed
 	}
 	if err := keys.Check(key); err != nil {
-		return nil, 0, false, keyError("get", key, err)
+		return Message{}, false, keyError("get", key, err)
 	}
 	var rd *descriptor.RingHandle
 	if desc != nil {
 		if err := desc.Validate(); err != nil {
-			return nil, 0, false, keyError("get", key, err)
+			return Message{}, false, keyError("get", key, err)
 		}
 		rd = desc.HostRing
 	}
-	if v, size, ok, err := c.getRing(from, to, key, rd); ok || err != nil || rd != nil {
-		return v, size, ok, err
+	if m, ok, err := c.getRing(from, to, key, rd); ok || err != nil || rd != nil {
+		return m, ok, err
 	}
+	m, ok, err := c.getSegment(from, to, key)
+	if err != nil {
+		return Message{}, false, keyError("get", key, err)
+	}
+	return m, ok, nil
+}
+
+// getSegment is the per-key part of Get (SPEC §6), counted in Health. A
+// file at the key's name that is not this user's segment is a miss
+// (logged once).
+func (c *SHM) getSegment(from, to, key string) (Message, bool, error) {
 	data, ok, err := c.claimer.Claim(key)
-	if err != nil && !c.missUnsafe(key, err) {
-		return nil, 0, false, keyError("get", key, err)
+	if err != nil && c.missUnsafe(key, err) {
+		return Message{}, false, nil
 	}
-	if !ok {
-		return nil, 0, false, nil
+	if err != nil || !ok {
+		return Message{}, false, err
 	}
 	// data was read into memory of our own: large tensors may keep it.
 	v, err := wire.UnmarshalOwned(data)
 	if err != nil {
-		return nil, 0, false, keyError("get", key, err)
+		return Message{}, false, err
 	}
 	c.gets.Add(1)
 	c.stats.got(from, to, PathSegment, len(data)) // stats
-	return v, len(data), true, nil
+	return Message{Payload: v, Size: len(data)}, true, nil
 }
 
 // GetWithDeadline implements Transport: once deadline has passed it misses
@@ -289,100 +309,101 @@ func (c *SHM) GetContext(ctx context.Context, from, to, key string, desc *Descri
 func (c *SHM) Stage() Stage { return c.opts.StageID }
 
 // Recv implements Receiver: it blocks until key arrives on edge
-// from->Stage(). With a wakeup FIFO it sleeps until a producer's put wakes
-// it; without one it polls with a bounded backoff. Either way it polls at
-// least every Options.PollInterval, so a lost wakeup only costs latency.
-func (c *SHM) Recv(ctx context.Context, from, key string) (payload any, size int, err error) {
+// from->Stage(). What has arrived already is taken at once; otherwise the
+// connector's one receive dispatcher (started by the first Recv that
+// waits) serves the call when a producer's wakeup, a ring event or a
+// lock-file hint says the key may have arrived, and polls on its behalf
+// (Options.PollInterval), so a lost wakeup only costs latency. A waiting
+// Recv holds no OS thread and makes no system call of its own.
+func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
+	m, err := c.RecvMessage(ctx, from, key)
+	return m.Payload, m.Size, err
+}
+
+// RecvMessage is Recv that also says which process published the payload,
+// where the path knows it (Message.Producer). A payload claimed for a
+// RecvMessage whose ctx ended meanwhile is returned, not dropped.
+func (c *SHM) RecvMessage(ctx context.Context, from, key string) (msg Message, err error) {
 	if c.opts.StageID == NoStage {
-		return nil, 0, fmt.Errorf("connector: recv %q: %w: this connector has no Options.StageID", keys.Shorten(key), ErrBadStage)
+		return Message{}, fmt.Errorf("connector: recv %q: %w: this connector has no Options.StageID", keys.Shorten(key), ErrBadStage)
+	}
+	if c.closed.Load() {
+		return Message{}, ErrClosed
 	}
 	defer c.stats.endRecv(c.stats.beginRecv(from, string(c.opts.StageID)), &err) // stats: waiters, wait time
-	ceiling := c.opts.PollInterval
-	if c.waiter == nil {
-		return c.recvPolling(ctx, from, key, ceiling)
+	if err := keys.Check(key); err != nil {
+		return Message{}, keyError("recv", key, err)
 	}
-	// Note the generation before each Get: a put after the Get moves it, so
-	// the Wait that follows cannot sleep through that put's wakeup.
-	to := string(c.opts.StageID)
-	gen := c.waiter.Generation()
-	for {
-		v, size, ok, err := c.Get(from, to, key, nil)
-		if err != nil || ok {
-			return v, size, err
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, 0, err
-		}
-		if v, size, ok, err := c.spin(from, key); err != nil || ok {
-			return v, size, err
-		}
-		var woken bool
-		if ctx.Done() == nil {
-			// No cancellation to watch: a plain timeout costs no timer.
-			gen, woken = c.waiter.WaitForChange(gen, ceiling)
-		} else {
-			wctx, cancel := context.WithTimeout(ctx, ceiling)
-			var werr error
-			gen, werr = c.waiter.Wait(wctx, gen)
-			cancel()
-			woken = werr == nil
-		}
-		if woken {
-			// Woken by a put: a producer new to this edge may have
-			// registered just before it, ahead of the ring's watcher.
-			c.ring.Refresh()
-		}
+	// The rings first, here: a miss costs no system call when no ring
+	// moved. The per-key path is the dispatcher's first try for the key.
+	if m, ok, err := c.getRing(from, string(c.opts.StageID), key, nil); ok || err != nil {
+		return m, err
 	}
+	if m, ok, err := c.spin(from, key); ok || err != nil {
+		return m, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Message{}, err
+	}
+	d := c.dispatch()
+	if d == nil {
+		return Message{}, ErrClosed
+	}
+	w, err := d.wait(from, key)
+	if err != nil {
+		return Message{}, err
+	}
+	select {
+	case r := <-w.ch:
+		return r.msg, r.err
+	case <-ctx.Done():
+		if r, claimed := d.cancel(w); claimed {
+			return r.msg, r.err
+		}
+		return Message{}, ctx.Err()
+	}
+}
+
+// Waiting is the number of Recv calls waiting for a publication now, for a
+// stage's metrics.
+func (c *SHM) Waiting() int {
+	if d := c.dispatcher.Load(); d != nil {
+		return int(d.count.Load())
+	}
+	return 0
 }
 
 // spin polls the edge's rings, without a system call per miss, for up to
-// Options.Spin before Recv goes to sleep: a frame put meanwhile is read
-// without paying a sleep and a wakeup, which cost more than a small copy.
-func (c *SHM) spin(from, key string) (any, int, bool, error) {
-	if c.opts.Spin <= 0 || c.ring.Capacity() == 0 || !numeric(from) {
-		return nil, 0, false, nil
+// Options.Spin before Recv hands the wait to the dispatcher, when no other
+// Recv waits: one message in flight is read without a sleep and a wakeup,
+// and many waiters never spin.
+func (c *SHM) spin(from, key string) (Message, bool, error) {
+	if c.opts.Spin <= 0 || c.ring.Capacity() == 0 || !numeric(from) || c.Waiting() > 0 {
+		return Message{}, false, nil
 	}
 	to := string(c.opts.StageID)
 	for end := time.Now().Add(c.opts.Spin); time.Now().Before(end); {
-		if v, size, ok, err := c.getRing(from, to, key, nil); ok || err != nil {
-			return v, size, ok, err
+		if m, ok, err := c.getRing(from, to, key, nil); ok || err != nil {
+			return m, ok, err
 		}
 		runtime.Gosched()
 	}
-	return nil, 0, false, nil
+	return Message{}, false, nil
 }
 
 // getRing is the ring part of Get, counted in Health.
-func (c *SHM) getRing(from, to, key string, rd *descriptor.RingHandle) (any, int, bool, error) {
-	v, size, ok, err := c.ring.Get(from, to, key, rd, decodeRing)
+func (c *SHM) getRing(from, to, key string, rd *descriptor.RingHandle) (Message, bool, error) {
+	got, ok, err := c.ring.Receive(from, to, key, rd, decodeRing)
 	if err != nil {
-		return nil, 0, false, keyError("get", key, err)
+		return Message{}, false, keyError("get", key, err)
 	}
-	if ok {
-		c.gets.Add(1)
-		c.ringGets.Add(1)
-		c.stats.got(from, to, PathRing, size) // stats
+	if !ok {
+		return Message{}, false, nil
 	}
-	return v, size, ok, nil
-}
-
-// recvPolling is Recv without a wakeup FIFO: poll with a bounded backoff.
-func (c *SHM) recvPolling(ctx context.Context, from, key string, ceiling time.Duration) (any, int, error) {
-	backoff := min(100*time.Microsecond, ceiling)
-	for {
-		v, size, ok, err := c.Get(from, string(c.opts.StageID), key, nil)
-		if err != nil || ok {
-			return v, size, err
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, 0, ctx.Err()
-		case <-t.C:
-		}
-		backoff = min(backoff*2, ceiling)
-	}
+	c.gets.Add(1)
+	c.ringGets.Add(1)
+	c.stats.got(from, to, PathRing, got.Size) // stats
+	return Message{Payload: got.Value, Size: got.Size, Producer: got.Producer}, true, nil
 }
 
 // Cleanup implements Transport: it retires key on both paths.
@@ -432,7 +453,13 @@ func (c *SHM) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
-		errs := []error{c.closeClaims(), c.ring.Close(), c.segments.Close()}
+		// Waits for a dispatcher being started, and starts none after.
+		c.dispatchOnce.Do(func() {})
+		var errs []error
+		if d := c.dispatcher.Load(); d != nil {
+			errs = append(errs, d.close()) // its waiters return ErrClosed
+		}
+		errs = append(errs, c.closeClaims(), c.ring.Close(), c.segments.Close())
 		if c.waiter != nil {
 			errs = append(errs, c.waiter.Close())
 			c.untrackFIFOs(c.fifos)
@@ -450,4 +477,4 @@ func (c *SHM) Close() error {
 // Names returns the /dev/shm names of this connector's scope.
 func (c *SHM) Names() scope.Names { return c.names }
 
-var _ Receiver = (*SHM)(nil)
+var _ MessageReceiver = (*SHM)(nil)

@@ -7,6 +7,7 @@ import (
 
 	"omnishm/descriptor"
 	"omnishm/keys"
+	"omnishm/proc"
 )
 
 // Transport is what a stage uses to move payloads between stages. Every
@@ -50,6 +51,29 @@ type Receiver interface {
 	// wrapping ErrBadStage at once when the endpoint has no stage. The
 	// payload is owned by the caller.
 	Recv(ctx context.Context, from, key string) (payload any, size int, err error)
+}
+
+// Message is one publication as a receiver got it.
+type Message struct {
+	// Payload is the caller's: nothing in it aliases shared memory.
+	Payload any
+	// Size is the payload's size in bytes on the wire.
+	Size int
+	// Producer is the process that published it, where the path knows it:
+	// the creator of the ring it was read from (SPEC §3). It is zero for a
+	// per-key segment, which records no producer (SPEC §6).
+	Producer proc.ID
+}
+
+// MessageReceiver is a Receiver that also says who published what it
+// returns, so a caller can follow that producer's liveness (package proc).
+// SHM is one.
+type MessageReceiver interface {
+	Receiver
+	// GetMessage is Get returning a Message.
+	GetMessage(from, to, key string, desc *Descriptor) (msg Message, ok bool, err error)
+	// RecvMessage is Recv returning a Message.
+	RecvMessage(ctx context.Context, from, key string) (Message, error)
 }
 
 // Health is a snapshot of a connector's counters: SPEC §9's six, then those

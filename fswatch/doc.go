@@ -10,6 +10,11 @@
 // "did anything change?" costs one atomic load; C delivers a coalesced
 // notification for callers that select instead of polling epochs.
 //
-// Ownership: a Watcher's events never escape it; callers see epochs, flags
-// and counters only. On other systems the package is empty.
+// A watch made with AddNamed also hands its owner the name of each event,
+// for a directory whose entries matter one by one (the receive dispatcher
+// learns which lock files in /dev/shm were closed after a publication).
+//
+// Ownership: a Watcher's events never escape it; callers see epochs, flags,
+// counters and, for AddNamed, names valid only during the call. On other
+// systems the package is empty.
 package fswatch

@@ -58,7 +58,8 @@ type Watcher struct {
 type Watch struct {
 	w     *Watcher
 	wd    int32
-	entry string // "": every event of wd counts; else only those naming entry
+	entry string            // "": every event of wd counts; else only those naming entry
+	seen  func(name []byte) // AddNamed's: called with each event's name
 	epoch atomic.Uint64
 	lost  atomic.Bool
 	gone  bool // under w.mu: the kernel dropped the watch, or Remove did
@@ -195,6 +196,9 @@ func (w *Watcher) apply(buf []byte) {
 		if !lost && x.entry != "" && string(ev.name) != x.entry {
 			continue
 		}
+		if x.seen != nil && !lost && len(ev.name) > 0 {
+			x.seen(ev.name)
+		}
 		if ev.mask&unix.IN_IGNORED != 0 { // the kernel freed wd
 			x.gone = true
 			delete(w.watches, ev.wd)
@@ -262,16 +266,29 @@ func (w *Watcher) withFD(f func(fd int) error) error {
 // away (IN_DELETE_SELF, IN_MOVE_SELF, IN_IGNORED) is always watched for and
 // marks the watch lost. The error wraps the inotify_add_watch
 // error (unix.ENOENT for a missing path).
-func (w *Watcher) Add(path string, mask uint32) (*Watch, error) { return w.add(path, "", mask) }
+func (w *Watcher) Add(path string, mask uint32) (*Watch, error) { return w.add(path, "", mask, nil) }
 
 // AddEntry watches directory dir for the events in mask that name entry
 // (its creation or arrival, say), ignoring the others: for a busy directory
 // such as /dev/shm whose traffic is mostly someone else's.
 func (w *Watcher) AddEntry(dir, entry string, mask uint32) (*Watch, error) {
-	return w.add(dir, entry, mask)
+	return w.add(dir, entry, mask, nil)
 }
 
-func (w *Watcher) add(path, entry string, mask uint32) (*Watch, error) {
+// AddNamed watches directory dir for the events in mask and calls seen with
+// the name of the entry each one is about, for an owner that must know
+// which entries changed (the lock files closed in /dev/shm, say) and cannot
+// afford a rescan per event. seen runs on the goroutine that applies events
+// (the background reader, or a caller of Sync), before the watch's epoch
+// moves and C is notified; name aliases the read buffer and is valid only
+// during the call. seen must be quick and must not call the Watcher or its
+// watches. Events the kernel dropped are not seen: after an overflow the
+// watch is Lost, and its owner rescans.
+func (w *Watcher) AddNamed(dir string, mask uint32, seen func(name []byte)) (*Watch, error) {
+	return w.add(dir, "", mask, seen)
+}
+
+func (w *Watcher) add(path, entry string, mask uint32, seen func([]byte)) (*Watch, error) {
 	var wd int
 	err := w.withFD(func(fd int) (err error) {
 		wd, err = unix.InotifyAddWatch(fd, path, mask|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF)
@@ -280,7 +297,7 @@ func (w *Watcher) add(path, entry string, mask uint32) (*Watch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fswatch: watch %s: %w", path, err)
 	}
-	x := &Watch{w: w, wd: int32(wd), entry: entry}
+	x := &Watch{w: w, wd: int32(wd), entry: entry, seen: seen}
 	x.epoch.Store(w.seq.Add(1))
 	w.mu.Lock()
 	if old := w.watches[x.wd]; old != nil {

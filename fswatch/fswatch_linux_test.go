@@ -272,3 +272,50 @@ func TestCloseStopsReader(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A named watch hands its owner the name of each event of its mask, before
+// the epoch moves; events outside the mask and the watch's own loss name
+// nothing.
+func TestAddNamedSeesNames(t *testing.T) {
+	w := newWatcher(t, false)
+	dir := t.TempDir()
+	var names []string
+	x, err := w.AddNamed(dir, unix.IN_CLOSE_WRITE, func(name []byte) { names = append(names, string(name)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := x.Epoch()
+	for _, n := range []string{"a", "b_lockfile.lock"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "not-a-close"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for w.Sync() {
+	}
+	if !slices.Equal(names, []string{"a", "b_lockfile.lock"}) || x.Epoch() == e || x.Lost() {
+		t.Fatalf("names %q, epoch moved %v, lost %v", names, x.Epoch() != e, x.Lost())
+	}
+	names = nil
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	w.Sync()
+	if len(names) != 0 || !x.Lost() {
+		t.Fatalf("after the directory went: names %q, lost %v", names, x.Lost())
+	}
+}
+
+// An overflow names nothing: the named watch is lost, so its owner rescans.
+func TestAddNamedOverflow(t *testing.T) {
+	w, _, _ := fakeWatches(t)
+	var names []string
+	x := &Watch{w: w, wd: 5, seen: func(name []byte) { names = append(names, string(name)) }}
+	w.watches[5] = x
+	w.apply(slices.Concat(rawEvent(5, unix.IN_CLOSE_WRITE, "k"), rawEvent(-1, unix.IN_Q_OVERFLOW, ""), rawEvent(5, unix.IN_CLOSE_WRITE, "")))
+	if !slices.Equal(names, []string{"k"}) || !x.Lost() || w.Overflows() != 1 {
+		t.Fatalf("names %q lost %v overflows %d", names, x.Lost(), w.Overflows())
+	}
+}

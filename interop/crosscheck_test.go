@@ -241,10 +241,7 @@ func TestGoKeyThatIsNotUTF8NeverBreaksAPythonReceiver(t *testing.T) {
 // per-key lock file, give each publication to exactly one of them.
 func TestCompetingReceiversClaimEachPublicationOnce(t *testing.T) {
 	const n = 150
-	for _, c := range []struct {
-		name      string
-		ringBytes int
-	}{{"ring", ring.DefaultCapacity}, {"segments", connector.NoRing}} {
+	for _, c := range claimPaths {
 		t.Run(c.name, func(t *testing.T) {
 			s := shmtest.Scope(t)
 			sender := conntest.Open(t, s, "0", c.ringBytes)
@@ -259,17 +256,7 @@ func TestCompetingReceiversClaimEachPublicationOnce(t *testing.T) {
 					t.Fatalf("put %d: %v %v", i, d, err)
 				}
 			}
-			keyFile := filepath.Join(t.TempDir(), "keys")
-			if err := os.WriteFile(keyFile, []byte(strings.Join(keys, "\n")), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			args := []string{"claimall", s, "0", "1", keyFile, "3"}
-			if c.ringBytes == connector.NoRing {
-				args = append(args, "--segments")
-			}
-			py := startPeer(t, args...)
-			py.expect(t, "ready")
-			py.send(t, "go")
+			py := startClaimer(t, s, keys, 3, c.ringBytes == connector.NoRing)
 			byGo := map[string]any{}
 			for range 3 {
 				for i := n - 1; i >= 0; i-- {
@@ -285,21 +272,12 @@ func TestCompetingReceiversClaimEachPublicationOnce(t *testing.T) {
 					}
 				}
 			}
-			var byPython map[string]received
-			if err := json.Unmarshal([]byte(py.line(t)), &byPython); err != nil {
-				t.Fatal(err)
-			}
-			py.exit(t)
+			byPython := pythonClaims(t, py, want)
 			t.Logf("Go claimed %d, Python %d of %d", len(byGo), len(byPython), n)
-			for key, r := range byPython {
+			for key := range byPython {
 				if _, twice := byGo[key]; twice {
 					t.Fatalf("%s claimed by both receivers", key)
 				}
-				data, err := hex.DecodeString(r.Data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				checkTree(t, key, want[key], decodeReceived(t, &r, data))
 			}
 			for _, key := range keys {
 				if _, ok := byPython[key]; ok {
@@ -317,4 +295,52 @@ func TestCompetingReceiversClaimEachPublicationOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// claimPaths are the two paths a race for publications runs on.
+var claimPaths = []struct {
+	name      string
+	ringBytes int
+}{{"ring", ring.DefaultCapacity}, {"segments", connector.NoRing}}
+
+// startClaimer starts a Python receiver (peer.py claimall) that tries to
+// claim each of keys passes times over, through the ring or, with
+// segments, the per-key path, and lets it go.
+func startClaimer(t *testing.T, s string, keys []string, passes int, segments bool) *pyPeer {
+	t.Helper()
+	keyFile := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keyFile, []byte(strings.Join(keys, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"claimall", s, "0", "1", keyFile, strconv.Itoa(passes)}
+	if segments {
+		args = append(args, "--segments")
+	}
+	py := startPeer(t, args...)
+	if l := py.line(t); l != "ready" {
+		t.Fatal(l)
+	}
+	py.send(t, "go")
+	return py
+}
+
+// pythonClaims waits for a claimer's result and checks each payload it
+// claimed against want; it returns the keys it claimed.
+func pythonClaims(t *testing.T, py *pyPeer, want map[string]any) map[string]bool {
+	t.Helper()
+	var byPython map[string]received
+	if err := json.Unmarshal([]byte(py.line(t)), &byPython); err != nil {
+		t.Fatal(err)
+	}
+	py.exit(t)
+	claimed := map[string]bool{}
+	for key, r := range byPython {
+		data, err := hex.DecodeString(r.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkTree(t, key, want[key], decodeReceived(t, &r, data))
+		claimed[key] = true
+	}
+	return claimed
 }

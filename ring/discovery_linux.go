@@ -56,15 +56,59 @@ type edgeView struct {
 // stamp instead (SPEC §7). The first Get of an edge always scans the
 // directory.
 func (t *Transport) Get(from, to, key string, desc *descriptor.RingHandle, decode func(kind Kind, payload []byte) (any, error)) (v any, size int, ok bool, err error) {
+	got, ok, err := t.Receive(from, to, key, desc, decode)
+	return got.Value, got.Size, ok, err
+}
+
+// Receive is Get that also says which process published the payload
+// (Taken.Producer).
+func (t *Transport) Receive(from, to, key string, desc *descriptor.RingHandle, decode func(kind Kind, payload []byte) (any, error)) (Taken, bool, error) {
 	if desc != nil {
 		return t.getDescribed(key, desc, decode)
 	}
-	if t.capacity == 0 || !scope.IsNumeric(from) || !scope.IsNumeric(to) {
-		return nil, 0, false, nil
+	readers, current, ok := t.snapshot(from, to)
+	if !ok {
+		return Taken{}, false, nil
 	}
-	// The poll path reads only atomics and the readers' own mutexes.
-	if t.closed.Load() {
-		return nil, 0, false, nil
+	sawDead := false
+	for _, r := range readers {
+		if r.quickMiss(key) {
+			continue
+		}
+		got, ok, dead, err := r.receive(&t.stats, key, nil, decode)
+		if ok || err != nil {
+			return got, ok, err
+		}
+		sawDead = sawDead || dead
+	}
+	// The cheap miss (SPEC §3, §7): every attached ring missed without a
+	// lock and the watch saw no registry change since the edge was last
+	// discovered completely. No system call.
+	if !sawDead && current {
+		return Taken{}, false, nil
+	}
+	fresh, err := t.discover(edgeKey{from, to}, readers)
+	if err != nil {
+		return Taken{}, false, err
+	}
+	for _, r := range fresh {
+		got, ok, _, err := r.receive(&t.stats, key, nil, decode)
+		if ok || err != nil {
+			return got, ok, err
+		}
+	}
+	return Taken{}, false, nil
+}
+
+// snapshot is the poll path's view of edge from->to, from atomics only: its
+// attached rings, and whether discovery is current (the edge was discovered
+// completely and the watch saw no registry change since; registry updates
+// made by this process are seen at once through localRegistryGen, others'
+// as soon as the background reader has read their event). ok is false when
+// the ring cannot serve the edge at all.
+func (t *Transport) snapshot(from, to string) (readers []*reader, current, ok bool) {
+	if t.capacity == 0 || !scope.IsNumeric(from) || !scope.IsNumeric(to) || t.closed.Load() {
+		return nil, false, false
 	}
 	var view *edgeView
 	if list := t.edgeList.Load(); list != nil {
@@ -75,33 +119,12 @@ func (t *Transport) Get(from, to, key string, desc *descriptor.RingHandle, decod
 			}
 		}
 	}
+	if view == nil {
+		return nil, false, true
+	}
 	w := t.watchView.Load()
-	var readers []*reader
-	var complete bool
-	var gen, localGen uint64
-	if view != nil {
-		readers, complete, gen, localGen = view.readers, view.complete, view.gen, view.localGen
-	}
-	sawDead := false
-	for _, r := range readers {
-		if r.quickMiss(key) {
-			continue
-		}
-		v, size, ok, dead, err := r.receive(&t.stats, key, nil, decode)
-		if ok || err != nil {
-			return v, size, ok, err
-		}
-		sawDead = sawDead || dead
-	}
-	// The cheap miss (SPEC §3, §7): every attached ring missed without a
-	// lock and the watch saw no registry change since the edge was last
-	// discovered completely. No system call. Registry updates made by this
-	// process are seen at once (localRegistryGen), others' as soon as the
-	// background reader has read their event.
-	if !sawDead && complete && w != nil && w.unchanged(gen) && localRegistryGen.Load() == localGen {
-		return nil, 0, false, nil
-	}
-	return t.discover(edgeKey{from, to}, key, decode, readers)
+	current = view.complete && w != nil && w.unchanged(view.gen) && localRegistryGen.Load() == view.localGen
+	return view.readers, current, true
 }
 
 // addReaderLocked registers an attached ring with every edge whose prefix
@@ -185,6 +208,7 @@ func (t *Transport) watcherLocked() *watcher {
 			return nil
 		}
 		t.watch = w
+		go t.forwardRegistry(w)
 	}
 	return t.watch
 }
@@ -192,12 +216,14 @@ func (t *Transport) watcherLocked() *watcher {
 // discover is the slow part of a Get (SPEC §7): on a changed registry it
 // attaches every not-yet-attached marker of the edge, prunes markers whose
 // ring or producer is gone, and caches the stamp only if every attach
-// succeeded. Then the new rings are tried for key.
-func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (any, error), tried []*reader) (any, int, bool, error) {
+// succeeded. It returns the edge's rings that are not in tried: those it
+// attached, and those attached since the caller's snapshot (by a descriptor
+// or another goroutine).
+func (t *Transport) discover(ek edgeKey, tried []*reader) ([]*reader, error) {
 	t.mu.Lock()
 	if t.closed.Load() {
 		t.mu.Unlock()
-		return nil, 0, false, nil
+		return nil, nil
 	}
 	es := t.edges[ek]
 	if es == nil {
@@ -235,9 +261,9 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 		}
 		t.mu.Unlock()
 		if err == unix.ENOENT {
-			return nil, 0, false, nil
+			return nil, nil
 		}
-		return nil, 0, false, fmt.Errorf("ring: stat %s: %w", dir, err)
+		return nil, fmt.Errorf("ring: stat %s: %w", dir, err)
 	}
 	if w != nil && w.current() == nil {
 		if err := w.watchDir(dir); err != nil {
@@ -247,7 +273,7 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 			gen = w.epoch()
 			if err := unix.Stat(dir, &st); err != nil { // markers made before the watch
 				t.mu.Unlock()
-				return nil, 0, false, nil
+				return nil, nil
 			}
 		}
 	}
@@ -258,7 +284,7 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 			t.publishLocked()
 		}
 		t.mu.Unlock()
-		return nil, 0, false, nil
+		return nil, nil
 	}
 	t.reapReadersLocked()
 	names, err := t.listMarkers(dir, es.prefix)
@@ -269,7 +295,7 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 		es.complete = false
 		t.publishLocked()
 		t.mu.Unlock()
-		return nil, 0, false, nil
+		return nil, nil
 	}
 	complete := true
 	var fresh []*reader
@@ -295,21 +321,13 @@ func (t *Transport) discover(ek edgeKey, key string, decode func(Kind, []byte) (
 	}
 	es.complete, es.stamp, es.gen, es.localGen = complete, stamp, gen, localGen
 	t.publishLocked()
-	// Rings attached since the caller's snapshot (by a descriptor or
-	// another goroutine) are tried too.
 	for _, r := range es.readers {
 		if !slices.Contains(tried, r) && !slices.Contains(fresh, r) {
 			fresh = append(fresh, r)
 		}
 	}
 	t.mu.Unlock()
-	for _, r := range fresh {
-		v, size, ok, _, err := r.receive(&t.stats, key, nil, decode)
-		if ok || err != nil {
-			return v, size, ok, err
-		}
-	}
-	return nil, 0, false, nil
+	return fresh, nil
 }
 
 func untried(readers, tried []*reader) bool {

@@ -12,7 +12,9 @@
 // process's view, the rings it owns (producer_linux.go, created lazily on
 // an edge's first Put) and the peers' rings it reads (reader_linux.go),
 // found through the registry (discovery_linux.go, registry_linux.go,
-// watch_linux.go); Inspect and Claimed read a ring file from outside.
+// watch_linux.go); Sweep and Changes (sweep_linux.go) serve a receiver
+// that waits on many keys at once, one locked scan per ring for all of
+// them; Inspect and Claimed read a ring file from outside.
 //
 // Ownership: this package is the one reader and writer of ring files and
 // of the ring directory's markers and stamp (UpdateRegistry). Producer

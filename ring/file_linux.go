@@ -32,6 +32,7 @@ var fallocate = unix.Fallocate
 // scans no directory and stats nothing. A nil *counters counts nothing.
 type counters struct {
 	flocks, dirScans, dirStats, livenessChecks atomic.Int64
+	scans, takes                               atomic.Int64 // locked scans of attached rings, frames claimed
 }
 
 func (c *counters) flock(fd, how int) error {

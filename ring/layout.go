@@ -322,6 +322,7 @@ func place(capacity, head, tail, total uint64) (padding uint64, ok bool) {
 // overwritten after a wrap) are dropped once they fall behind tail.
 type index struct {
 	cursor    uint64
+	frames    uint64 // payload frames the cursor passed, ready or not
 	byKey     map[string]uint64
 	positions []keyAt // FIFO; consumed from first
 	first     int
@@ -345,6 +346,23 @@ func (ix *index) add(key string, pos uint64) {
 		ix.positions, ix.first = ix.positions[:n], 0
 	}
 	ix.positions = append(ix.positions, keyAt{pos, key})
+}
+
+// since returns the index's entries at positions from pos on, in ring
+// order (stale ones included: the caller checks byKey). The slice aliases
+// the index: use it before the next scan.
+func (ix *index) since(pos uint64) []keyAt {
+	i := len(ix.positions)
+	for i > ix.first && ix.positions[i-1].pos >= pos {
+		i--
+	}
+	return ix.positions[i:]
+}
+
+// indexedSince reports whether the index has an entry at pos or later.
+func (ix *index) indexedSince(pos uint64) bool {
+	n := len(ix.positions)
+	return n > ix.first && ix.positions[n-1].pos >= pos
 }
 
 // prune forgets positions before tail: those frames were reclaimed.
@@ -377,6 +395,9 @@ func (ix *index) scan(data []byte, head, tail uint64) error {
 			return fmt.Errorf("%w: frame at %d ends after head %d", ErrCorrupt, pos, head)
 		}
 		ix.cursor += uint64(f.total)
+		if f.kind != kindPadding {
+			ix.frames++
+		}
 		if f.kind != kindPadding && f.state == stateReady {
 			key := frameKey(data, pos, f)
 			if p, ok := ix.byKey[string(key)]; !ok || p != pos {

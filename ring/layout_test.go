@@ -9,6 +9,7 @@ import (
 	"omnishm/descriptor"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -472,4 +473,24 @@ func FuzzClaimed(f *testing.F) {
 			t.Fatalf("position %d outside [%d, %d) waiting", pos, h.Tail, h.Head)
 		}
 	})
+}
+
+func TestIndexSince(t *testing.T) {
+	var ix index
+	for i, k := range []string{"a", "b", "c", "d"} {
+		ix.add(k, uint64(16*i))
+	}
+	ix.prune(16) // drops a
+	for _, c := range []struct {
+		pos  uint64
+		want []string
+	}{{0, []string{"b", "c", "d"}}, {16, []string{"b", "c", "d"}}, {17, []string{"c", "d"}}, {48, []string{"d"}}, {49, nil}} {
+		var got []string
+		for _, e := range ix.since(c.pos) {
+			got = append(got, e.key)
+		}
+		if !slices.Equal(got, c.want) || ix.indexedSince(c.pos) != (len(c.want) > 0) {
+			t.Errorf("since(%d) = %q (indexedSince %v), want %q", c.pos, got, ix.indexedSince(c.pos), c.want)
+		}
+	}
 }

@@ -26,9 +26,15 @@ type reader struct {
 	self   bool         // a ring of this process: its producer is alive by definition
 	h      *proc.Handle // the producer's pidfd; nil without one (then start times tell)
 	exited <-chan struct{}
-	dead   atomic.Bool // the producer was seen gone, or the ring is corrupt
-	closed bool
+	dead   atomic.Bool   // the producer was seen gone, or the ring is corrupt
+	closed bool          // under mu
+	end    chan struct{} // closed by close: stops the exit forwarder
+	swept  uint64        // Sweep has offered the frames before this position; under mu
+	// index.frames at the last sweep; under mu.
+	sweptFrames uint64
 }
+
+func (r *reader) lockError(err error) error { return fmt.Errorf("ring: lock %s: %w", r.name, err) }
 
 // gone reports, without a system call, that the ring must be dropped: its
 // producer's pidfd became readable (seen through the runtime poller) or it
@@ -61,56 +67,85 @@ func (r *reader) quickMiss(key string) bool {
 
 // receive tries to take key from one attached ring. dead reports a ring to
 // drop (producer gone, or corrupt).
-func (r *reader) receive(c *counters, key string, desc *descriptor.RingHandle, decode func(Kind, []byte) (any, error)) (v any, size int, ok, dead bool, err error) {
+func (r *reader) receive(c *counters, key string, desc *descriptor.RingHandle, decode func(Kind, []byte) (any, error)) (got Taken, ok, dead bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed || r.gone() {
-		return nil, 0, false, true, nil
+		return got, false, true, nil
 	}
 	// An unchanged head cannot have published a new key since this
 	// receiver's last locked scan: miss without the lock (SPEC §3).
 	if _, indexed := r.ix.byKey[key]; !indexed && r.m.head() == r.ix.cursor {
-		return nil, 0, false, false, nil
+		return got, false, false, nil
 	}
 	if err := c.flock(r.m.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if err == errBusy {
-			return nil, 0, false, false, nil
+			return got, false, false, nil
 		}
-		return nil, 0, false, false, fmt.Errorf("ring: lock %s: %w", r.name, err)
+		return got, false, false, r.lockError(err)
 	}
 	defer c.flock(r.m.fd, unix.LOCK_UN)
-	if err := r.ix.scan(r.m.data, r.m.head(), r.m.tail()); err != nil {
-		r.dead.Store(true)
-		return nil, 0, false, true, fmt.Errorf("ring: scan %s: %w", r.name, err)
+	if err := r.scanLocked(c); err != nil {
+		return got, false, true, err
 	}
 	pos, indexed := r.ix.byKey[key]
 	if !indexed || desc != nil && pos != desc.Position {
-		return nil, 0, false, false, nil
+		return got, false, false, nil
 	}
-	f, err := readFrame(r.m.data, pos)
-	if err != nil {
-		r.dead.Store(true)
-		return nil, 0, false, true, fmt.Errorf("ring: read %s: %w", r.name, err)
-	}
-	if f.state != stateReady {
-		delete(r.ix.byKey, key)
-		return nil, 0, false, false, nil
+	f, ready, err := r.readyLocked(key, pos)
+	if err != nil || !ready {
+		return got, false, err != nil, err
 	}
 	// Frames of a dead producer are never delivered (SPEC §7): check now,
 	// not only when the runtime poller gets to its pidfd.
 	if !r.alive(c) {
 		r.dead.Store(true)
-		return nil, 0, false, true, nil
+		return got, false, true, nil
 	}
-	delete(r.ix.byKey, key)
-	// Consumed even if decode fails, as the Python reader does: a payload
-	// that cannot be decoded is not offered again.
-	defer markDone(r.m.data, pos)
-	v, err = decode(f.kind, framePayload(r.m.data, pos, f))
+	got, err = r.takeLocked(c, key, pos, f, decode)
+	return got, err == nil, false, err
+}
+
+// scanLocked indexes the frames published since the last scan (SPEC §3
+// get). A corrupt ring is marked dead. r.mu and the ring lock are held.
+func (r *reader) scanLocked(c *counters) error {
+	c.scans.Add(1)
+	if err := r.ix.scan(r.m.data, r.m.head(), r.m.tail()); err != nil {
+		r.dead.Store(true)
+		return fmt.Errorf("ring: scan %s: %w", r.name, err)
+	}
+	return nil
+}
+
+// readyLocked reads the indexed frame of key at pos: ready=false (and the
+// entry forgotten) once another receiver or the producer retired it. A
+// corrupt frame marks the ring dead. r.mu and the ring lock are held.
+func (r *reader) readyLocked(key string, pos uint64) (frame, bool, error) {
+	f, err := readFrame(r.m.data, pos)
 	if err != nil {
-		return nil, 0, false, false, fmt.Errorf("ring: decode %q from %s: %w", key, r.name, err)
+		r.dead.Store(true)
+		return f, false, fmt.Errorf("ring: read %s: %w", r.name, err)
 	}
-	return v, int(f.payloadLen), true, false, nil
+	if f.state != stateReady {
+		delete(r.ix.byKey, key)
+		return f, false, nil
+	}
+	return f, true, nil
+}
+
+// takeLocked claims the ready frame f of key at pos: it decodes the payload
+// into memory of the caller's and marks the frame done, even if decode
+// fails, as the Python reader does (a payload that cannot be decoded is not
+// offered again). r.mu and the ring lock are held, the producer checked.
+func (r *reader) takeLocked(c *counters, key string, pos uint64, f frame, decode func(Kind, []byte) (any, error)) (Taken, error) {
+	c.takes.Add(1)
+	delete(r.ix.byKey, key)
+	defer markDone(r.m.data, pos)
+	v, err := decode(f.kind, framePayload(r.m.data, pos, f))
+	if err != nil {
+		return Taken{}, fmt.Errorf("ring: decode %q from %s: %w", key, r.name, err)
+	}
+	return Taken{Value: v, Size: int(f.payloadLen), Producer: r.id}, nil
 }
 
 // alive checks the producer now: its pidfd is not readable or, without
@@ -134,6 +169,7 @@ func (r *reader) close() {
 		return
 	}
 	r.closed = true
+	close(r.end)
 	r.m.close()
 	if r.h != nil {
 		r.h.Close()
@@ -141,45 +177,45 @@ func (r *reader) close() {
 	r.ix = index{}
 }
 
-func (t *Transport) getDescribed(key string, desc *descriptor.RingHandle, decode func(Kind, []byte) (any, error)) (any, int, bool, error) {
+func (t *Transport) getDescribed(key string, desc *descriptor.RingHandle, decode func(Kind, []byte) (any, error)) (Taken, bool, error) {
 	if !scope.ValidRingName(t.uid, desc.Name) {
-		return nil, 0, false, fmt.Errorf("%w: %q", ErrName, desc.Name)
+		return Taken{}, false, fmt.Errorf("%w: %q", ErrName, desc.Name)
 	}
 	t.mu.RLock()
 	r, closed := t.readers[desc.Name], t.closed.Load()
 	t.mu.RUnlock()
 	if closed {
-		return nil, 0, false, nil
+		return Taken{}, false, nil
 	}
 	if r == nil {
 		t.mu.Lock()
 		if t.closed.Load() {
 			t.mu.Unlock()
-			return nil, 0, false, nil
+			return Taken{}, false, nil
 		}
 		if r = t.readers[desc.Name]; r == nil {
 			var err error
 			if r, err = t.attach(desc.Name); err != nil {
 				t.mu.Unlock()
 				if errors.Is(err, errGone) || errors.Is(err, errDead) || errors.Is(err, errBusy) {
-					return nil, 0, false, nil
+					return Taken{}, false, nil
 				}
-				return nil, 0, false, err
+				return Taken{}, false, err
 			}
 			t.addReaderLocked(r)
 		}
 		t.mu.Unlock()
 	}
-	v, size, ok, _, err := r.receive(&t.stats, key, desc, decode)
+	got, ok, _, err := r.receive(&t.stats, key, desc, decode)
 	if ok || err != nil {
-		return v, size, ok, err
+		return got, ok, err
 	}
 	// As the Python receiver: a miss on a descriptor releases rings whose
 	// producer or file is gone.
 	t.mu.Lock()
 	t.reapReadersLocked()
 	t.mu.Unlock()
-	return nil, 0, false, nil
+	return Taken{}, false, nil
 }
 
 // attach maps a peer's ring and checks who made it (SPEC §7): errGone if
@@ -192,7 +228,7 @@ func (t *Transport) attach(name string) (*reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &reader{name: name, m: m, id: h.Creator(), self: proc.IsSelf(h.Creator())}
+	r := &reader{name: name, m: m, id: h.Creator(), self: proc.IsSelf(h.Creator()), end: make(chan struct{})}
 	if r.self {
 		return r, nil
 	}
@@ -200,6 +236,7 @@ func (t *Transport) attach(name string) (*reader, error) {
 	switch {
 	case err == nil:
 		r.h, r.exited = handle, handle.Done()
+		go t.forwardExit(r)
 		return r, nil
 	case errors.Is(err, proc.ErrNoPidfd):
 		// Without pidfds the start time tells (SPEC §7).

@@ -3,6 +3,7 @@ package ring
 import (
 	"errors"
 
+	"omnishm/proc"
 	"omnishm/scope"
 )
 
@@ -33,4 +34,14 @@ type Options struct {
 	// after it unlinks one (a crash watchdog can track them).
 	OnCreate func(path string)
 	OnRemove func(path string)
+}
+
+// Taken is a publication a receiver took from a ring: the decode callback's
+// result (the caller's, never a view of ring memory), the payload's size in
+// bytes, and the process that published it, the ring's creator (SPEC §3),
+// so a receiver can follow that producer's liveness.
+type Taken struct {
+	Value    any
+	Size     int
+	Producer proc.ID
 }

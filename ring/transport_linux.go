@@ -38,6 +38,7 @@ type Transport struct {
 	watchFailed bool  // no watcher, for good: the stamp is the only signal
 	watchErr    error // why the ring directory is not watched, if it is not
 	usedDir     bool  // this process made or used the ring directory as a producer
+	changes     chan struct{}
 
 	// Lock-free copies for the poll path, published under mu.
 	edgeList  atomic.Pointer[[]*edgeState]
@@ -67,6 +68,7 @@ func New(opts Options) (*Transport, error) {
 		disabled:  map[edgeKey]bool{},
 		readers:   map[string]*reader{},
 		edges:     map[edgeKey]*edgeState{},
+		changes:   make(chan struct{}, 1),
 	}
 	if t.onCreate == nil {
 		t.onCreate = func(string) {}

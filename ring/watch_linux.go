@@ -14,11 +14,12 @@ import (
 // fswatch's background reader through the runtime poller, whose epoch moves
 // on every registry change. Get compares it without a system call. A
 // producer's exit reaches the poll path the same way, through its reader's
-// pidfd (proc.Handle). Both are channels a dispatcher can select on:
-// fswatch.Watcher.C and proc.Handle.Done.
+// pidfd (proc.Handle). Both are forwarded to Transport.Changes, which a
+// dispatcher selects on.
 type watcher struct {
-	fs  *fswatch.Watcher
-	dir atomic.Pointer[fswatch.Watch] // nil until the directory exists
+	fs   *fswatch.Watcher
+	dir  atomic.Pointer[fswatch.Watch] // nil until the directory exists
+	stop chan struct{}                 // closed by close: ends the Changes forwarder
 }
 
 // registryEvents are the changes of the ring directory that discovery must
@@ -44,7 +45,7 @@ func newWatcher() (*watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &watcher{fs: fs}, nil
+	return &watcher{fs: fs, stop: make(chan struct{})}, nil
 }
 
 // current is the directory's watch while it follows the directory.
@@ -93,4 +94,7 @@ func (w *watcher) sync() {
 	}
 }
 
-func (w *watcher) close() error { return w.fs.Close() }
+func (w *watcher) close() error {
+	close(w.stop)
+	return w.fs.Close()
+}

@@ -3,11 +3,18 @@ package stream
 import (
 	"context"
 	"io"
+	"os"
+	"strconv"
+	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"omnishm/connector"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
+	"omnishm/ring"
 )
 
 // BenchmarkStream moves one request's [1, 28] int64 chunks through a Sender
@@ -66,4 +73,49 @@ func BenchmarkStream(b *testing.B) {
 			<-s.Release(req)
 		})
 	}
+}
+
+// BenchmarkIdleReaders measures N stream readers waiting in Next on one
+// connector with nothing arriving: idle CPU (% of one core, over a 2 s
+// window: a measurement interval, not a wait for a condition) and OS
+// threads. Run with -benchtime=1x, one sub-benchmark per process (threads
+// a runtime made stay).
+func BenchmarkIdleReaders(b *testing.B) {
+	for _, n := range []int{50, 1000} {
+		b.Run("readers="+strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				sc := shmtest.Scope(b)
+				recv := conntest.Open(b, sc, "1", ring.DefaultCapacity)
+				ctx, cancel := context.WithCancel(context.Background())
+				var wg sync.WaitGroup
+				for range n {
+					rd, err := NewReader(recv, "0", "1", shmtest.Key("idle"), ReaderOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					wg.Go(func() {
+						defer rd.Close()
+						rd.Next(ctx)
+					})
+				}
+				shmtest.Eventually(b, wait, "the readers to wait", func() bool { return recv.Waiting() == n })
+				time.Sleep(time.Second) // the safety re-poll backs off
+				c0, w0 := cpuTime(b), time.Now()
+				time.Sleep(2 * time.Second)
+				b.ReportMetric(100*float64(cpuTime(b)-c0)/float64(time.Since(w0)), "idle-cpu-%")
+				entries, _ := os.ReadDir("/proc/self/task")
+				b.ReportMetric(float64(len(entries)), "threads")
+				cancel()
+				wg.Wait()
+			}
+		})
+	}
+}
+
+func cpuTime(tb testing.TB) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

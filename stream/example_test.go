@@ -115,3 +115,75 @@ func ExampleReader_Next_senderGone() {
 	// true
 	// stream: sender gone: request "req-2" chunk 0: no chunk within 10ms
 }
+
+// A stage that consumes every request of an edge reads them through one
+// Mux: it is told the request ids, and yields each chunk as it arrives, in
+// order within its request.
+func ExampleMux() {
+	scope := fmt.Sprintf("stream-example-mux-%d", os.Getpid())
+	stage0, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stage0.Close()
+	stage1, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stage1.Close()
+
+	mux, err := stream.NewMux(stage1, "0", "1", stream.MuxOptions{Buffer: 4})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mux.Close()
+	requests := []string{"req-a", "req-b"}
+	for _, r := range requests {
+		if err := mux.Add(r); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+
+	ctx := context.Background()
+	sender, err := stream.NewSender(stage0, "0", "1", stream.SenderOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sender.Close()
+	for n := range 2 {
+		for _, r := range requests {
+			send := sender.Send
+			if n == 1 {
+				send = sender.Finish
+			}
+			if err := send(ctx, r, map[string]any{"text": fmt.Sprintf("%s/%d", r, n)}); err != nil {
+				fmt.Println(err)
+				return
+			}
+		}
+	}
+
+	next := map[string]int{}
+	for range 4 {
+		c, err := mux.Next(ctx)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if c.N != next[c.Request] || c.Payload["text"] != fmt.Sprintf("%s/%d", c.Request, c.N) {
+			fmt.Println("out of order:", c.Request, c.N)
+		}
+		next[c.Request]++
+		if c.Last {
+			fmt.Println(c.Request, "done after", next[c.Request], "chunks")
+		}
+	}
+	// Unordered output:
+	// req-a done after 2 chunks
+	// req-b done after 2 chunks
+}

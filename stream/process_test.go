@@ -23,8 +23,8 @@ const wait = 30 * time.Second
 
 // roles are the child processes of the cross-process tests.
 var roles = map[string]func(args []string) int{
-	"produce": roleProduce,
-	"stall":   roleStall,
+	"produce":   roleProduce,
+	"stallmany": roleStallMany,
 }
 
 // roleProduce: args scope, ring bytes, chunks, requests...: sends the
@@ -74,28 +74,20 @@ func roleProduce(args []string) int {
 	return 0
 }
 
-// roleStall: args scope, ring bytes, request, chunks: puts that many
-// chunks of request, never finishes it, says "sent" and waits to be killed.
-func roleStall(args []string) int {
-	ringBytes, _ := strconv.Atoi(args[1])
-	chunks, _ := strconv.Atoi(args[3])
-	conn, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: ringBytes})
-	if err != nil {
-		shmtest.Say("error %v", err)
-		return 1
+// releaseDrained has a "produce" child, whose chunks were all read, release
+// its requests (reclaiming nothing) and exit.
+func releaseDrained(t *testing.T, p *shmtest.Proc) {
+	t.Helper()
+	if l := p.Line(t, wait); l != "sent" {
+		t.Fatalf("producer: %s", l)
 	}
-	defer conn.Close()
-	s, _ := NewSender(conn, "0", "1", SenderOptions{})
-	for n := range chunks {
-		s.Send(context.Background(), args[2], map[string]any{"codes": map[string]any{"audio": codes(0, n)}})
+	p.Send(t, "release")
+	if l := p.Line(t, wait); l != "reclaimed 0" {
+		t.Fatalf("producer after a full drain: %s", l)
 	}
-	if err := s.Close(); err != nil { // every chunk is put
-		shmtest.Say("error %v", err)
-		return 1
+	if err := p.Wait(t, wait); err != nil {
+		t.Fatal(err)
 	}
-	shmtest.Say("sent")
-	shmtest.Hear()
-	return 0
 }
 
 // childID is the identity of a running child, as its ReaderOptions.Sender.
@@ -136,16 +128,7 @@ func TestCrossProcessInterleaved(t *testing.T) {
 			if err := errors.Join(errs...); err != nil {
 				t.Fatal(err)
 			}
-			if l := p.Line(t, wait); l != "sent" {
-				t.Fatalf("producer: %s", l)
-			}
-			p.Send(t, "release")
-			if l := p.Line(t, wait); l != "reclaimed 0" {
-				t.Fatalf("producer after a full drain: %s", l)
-			}
-			if err := p.Wait(t, wait); err != nil {
-				t.Fatal(err)
-			}
+			releaseDrained(t, p)
 			h := recv.Health()
 			if h.Gets != requests*chunks {
 				t.Fatalf("receiver health %+v, want %d gets", h, requests*chunks)
@@ -284,7 +267,7 @@ func TestSenderGoneWhenKilled(t *testing.T) {
 			req := shmtest.Key("req")
 			conntest.RemoveAtEnd(t, scope.New(sc), req) // runs last
 			recv := conntest.Open(t, sc, "1", rc.Bytes)
-			p := shmtest.Start(t, "stall", sc, strconv.Itoa(rc.Bytes), req, "3")
+			p := shmtest.Start(t, "stallmany", sc, strconv.Itoa(rc.Bytes), "3", req)
 			if l := p.Line(t, wait); l != "sent" {
 				t.Fatalf("producer: %s", l)
 			}

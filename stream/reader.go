@@ -29,11 +29,16 @@ type ReaderOptions struct {
 	// producer, passed to the receiver out of band). Once it has exited,
 	// Next returns the chunks already published and then ErrSenderGone,
 	// without waiting out ProgressTimeout. A liveness that cannot be known
-	// (an unreadable /proc) never ends the stream.
+	// (an unreadable /proc) never ends the stream. Without it, a Reader
+	// over a connector.MessageReceiver follows the producer of the ring it
+	// received the last chunk from (connector.Message.Producer) the same
+	// way, so only a stream carried by per-key segments alone depends on
+	// ProgressTimeout.
 	Sender proc.ID
-	// CheckInterval is how often a waiting Next checks the progress timeout
-	// (and the sender, where the kernel offers no pidfd to wait on); 0
-	// means DefaultCheckInterval.
+	// CheckInterval is how often a waiting Next checks a producer's
+	// liveness where the kernel offers no pidfd to wait on; 0 means
+	// DefaultCheckInterval. With pidfds nothing is polled: the exit ends
+	// the wait.
 	CheckInterval time.Duration
 	// MaxBackoff caps the poll interval used when the transport cannot block
 	// (it is not a connector.Receiver); 0 means DefaultMaxBackoff.
@@ -46,7 +51,8 @@ type ReaderOptions struct {
 // chunk key names its request. A Reader is not safe for concurrent use.
 type Reader struct {
 	t        connector.Transport
-	recv     connector.Receiver // t, when it can block on wakeups
+	recv     connector.Receiver        // t, when it can block on wakeups
+	msgs     connector.MessageReceiver // t, when it says who published a chunk
 	from, to string
 	request  string
 	opts     ReaderOptions
@@ -55,16 +61,19 @@ type Reader struct {
 	deadline time.Time // of the progress timeout; zero before the first Next
 	gone     error     // the ErrSenderGone of the sender's exit, returned again
 
-	sender *exitWatch // nil without ReaderOptions.Sender, or once closed
+	sender   *exitWatch // nil without ReaderOptions.Sender, or once closed
+	producer *exitWatch // the ring producer of the last chunk; nil without one, or once closed
 }
 
 // NewReader returns a Reader of request's chunks on edge from->to over t.
-// When t is a connector.Receiver, Next sleeps in Recv until a producer's
-// wakeup (SPEC §8), and t must receive as stage to; otherwise Next polls
-// with a bounded backoff. Bad stages wrap connector.ErrBadStage, a bad
-// request ErrBadRequest. t stays the caller's. With opts.Sender set the
-// Reader watches the sender (through a pidfd that all readers of that
-// process share) until the stream ends or Close.
+// When t is a connector.Receiver, Next waits in Recv (on the connector's
+// dispatcher: no thread, timer or poll of its own per Reader but a timer
+// for the progress deadline), and t must receive as stage to; otherwise
+// Next polls with a bounded backoff. Bad stages wrap
+// connector.ErrBadStage, a bad request ErrBadRequest. t stays the
+// caller's. With opts.Sender set, or once a chunk came through a ring of a
+// known producer, the Reader watches that process (through a pidfd that all
+// readers of that process share) until the stream ends or Close.
 func NewReader(t connector.Transport, from, to, request string, opts ReaderOptions) (*Reader, error) {
 	if err := checkEdge(from, to); err != nil {
 		return nil, err
@@ -78,6 +87,7 @@ func NewReader(t connector.Transport, from, to, request string, opts ReaderOptio
 			return nil, fmt.Errorf("stream: reader of edge %s->%s: %w: the transport receives as stage %q", from, to, connector.ErrBadStage, recv.Stage())
 		}
 		r.recv = recv
+		r.msgs, _ = t.(connector.MessageReceiver)
 	}
 	if r.opts.ProgressTimeout <= 0 {
 		r.opts.ProgressTimeout = DefaultProgressTimeout
@@ -99,9 +109,11 @@ func NewReader(t connector.Transport, from, to, request string, opts ReaderOptio
 // touch the transport, and unread chunks stay published (the sender's
 // Release retires them). It is idempotent.
 func (r *Reader) Close() error {
-	if r.sender != nil {
-		r.sender.release()
-		r.sender = nil
+	for _, w := range []**exitWatch{&r.sender, &r.producer} {
+		if *w != nil {
+			(*w).release()
+			*w = nil
+		}
 	}
 	return nil
 }
@@ -127,12 +139,12 @@ func (r *Reader) Next(ctx context.Context) (map[string]any, error) {
 	key := Key(r.request, r.from, r.next)
 	backoff := minBackoff
 	for {
-		payload, ok, err := r.wait(ctx, key, &backoff)
+		m, ok, err := r.wait(ctx, key, &backoff)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			return r.accept(key, payload)
+			return r.accept(m)
 		}
 		why, exited := r.senderGone()
 		if why == "" {
@@ -140,11 +152,11 @@ func (r *Reader) Next(ctx context.Context) (map[string]any, error) {
 		}
 		// One last attempt: a chunk put just before the producer died may
 		// still be claimable (its per-key segment outlives it).
-		if payload, ok, err = r.get(key); err != nil {
+		if m, ok, err = r.get(key); err != nil {
 			return nil, err
 		}
 		if ok {
-			return r.accept(key, payload)
+			return r.accept(m)
 		}
 		err = fmt.Errorf("%w: request %q chunk %d: %s", ErrSenderGone, r.request, r.next, why)
 		if exited {
@@ -156,11 +168,12 @@ func (r *Reader) Next(ctx context.Context) (map[string]any, error) {
 	}
 }
 
-func (r *Reader) accept(key string, payload any) (map[string]any, error) {
-	chunk, ok := asMap(payload)
+func (r *Reader) accept(m connector.Message) (map[string]any, error) {
+	chunk, ok := asMap(m.Payload)
 	if !ok {
-		return nil, fmt.Errorf("%w: request %q chunk %d is %T", ErrBadChunk, r.request, r.next, payload)
+		return nil, fmt.Errorf("%w: request %q chunk %d is %T", ErrBadChunk, r.request, r.next, m.Payload)
 	}
+	r.follow(m.Producer)
 	r.next++
 	r.deadline = time.Now().Add(r.opts.ProgressTimeout)
 	r.done = Finished(chunk)
@@ -170,55 +183,109 @@ func (r *Reader) accept(key string, payload any) (map[string]any, error) {
 	return chunk, nil
 }
 
-// wait tries to claim key for up to about one CheckInterval, less if the
-// sender exits meanwhile.
-func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (any, bool, error) {
+// follow watches the producer of the chunk just received, when the path
+// named one (a ring's creator) other than the sender already watched and
+// this process.
+func (r *Reader) follow(id proc.ID) {
+	switch {
+	case id == (proc.ID{}), r.producer != nil && r.producer.id == id,
+		r.sender != nil && r.sender.id == id, proc.IsSelf(id):
+		return
+	}
+	if r.producer != nil {
+		r.producer.release()
+	}
+	r.producer = watchExit(id)
+}
+
+// watched are the processes whose exit ends the stream.
+func (r *Reader) watched() []*exitWatch {
+	var ws []*exitWatch
+	for _, w := range []*exitWatch{r.sender, r.producer} {
+		if w != nil {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// wait tries to claim key until the progress deadline, less if a watched
+// producer exits meanwhile (or, without pidfds, up to one CheckInterval).
+func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (connector.Message, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, false, err
+		return connector.Message{}, false, err
 	}
 	if r.recv != nil {
-		sub, cancel := context.WithTimeout(ctx, min(r.opts.CheckInterval, time.Until(r.deadline)))
+		sub, cancel := context.WithDeadline(ctx, r.deadline)
 		defer cancel()
-		if exited := r.exited(); exited != nil {
-			defer context.AfterFunc(exited, cancel)()
+		for _, w := range r.watched() {
+			if w.exited != nil {
+				defer context.AfterFunc(w.exited, cancel)()
+			} else {
+				// No pidfd to wait on: look at its start time now and then.
+				var stop context.CancelFunc
+				sub, stop = context.WithTimeout(sub, r.opts.CheckInterval)
+				defer stop()
+			}
 		}
-		payload, _, err := r.recv.Recv(sub, r.from, key)
+		m, err := r.recvMessage(sub, key)
 		switch {
 		case err == nil:
-			return payload, true, nil
+			return m, true, nil
 		case ctx.Err() != nil:
-			return nil, false, ctx.Err()
+			return connector.Message{}, false, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-			return nil, false, nil
+			return connector.Message{}, false, nil
 		}
-		return nil, false, r.wrap(err)
+		return connector.Message{}, false, r.wrap(err)
 	}
-	payload, ok, err := r.get(key)
+	m, ok, err := r.get(key)
 	if err != nil || ok {
-		return payload, ok, err
+		return m, ok, err
 	}
-	var exited <-chan struct{} // nil, so never ready, when not watched
-	if ctx := r.exited(); ctx != nil {
-		exited = ctx.Done()
+	// nil channels, never ready, for what is not watched
+	var exited [2]<-chan struct{}
+	for i, w := range r.watched() {
+		if w.exited != nil {
+			exited[i] = w.exited.Done()
+		}
 	}
 	timer := time.NewTimer(min(*backoff, time.Until(r.deadline)))
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():
-		return nil, false, ctx.Err()
-	case <-exited:
+		return connector.Message{}, false, ctx.Err()
+	case <-exited[0]:
+	case <-exited[1]:
 	case <-timer.C:
 	}
 	*backoff = min(*backoff*2, r.opts.MaxBackoff)
-	return nil, false, nil
+	return connector.Message{}, false, nil
 }
 
-func (r *Reader) get(key string) (any, bool, error) {
-	payload, _, ok, err := r.t.Get(r.from, r.to, key, nil)
-	if err != nil {
-		return nil, false, r.wrap(err)
+// recvMessage is the transport's Recv, with the chunk's producer where the
+// transport says it.
+func (r *Reader) recvMessage(ctx context.Context, key string) (connector.Message, error) {
+	if r.msgs != nil {
+		return r.msgs.RecvMessage(ctx, r.from, key)
 	}
-	return payload, ok, nil
+	payload, size, err := r.recv.Recv(ctx, r.from, key)
+	return connector.Message{Payload: payload, Size: size}, err
+}
+
+func (r *Reader) get(key string) (connector.Message, bool, error) {
+	var m connector.Message
+	var ok bool
+	var err error
+	if r.msgs != nil {
+		m, ok, err = r.msgs.GetMessage(r.from, r.to, key, nil)
+	} else {
+		m.Payload, m.Size, ok, err = r.t.Get(r.from, r.to, key, nil)
+	}
+	if err != nil {
+		return connector.Message{}, false, r.wrap(err)
+	}
+	return m, ok, nil
 }
 
 // wrap is the stream's one layer of error context: the request and chunk.
@@ -226,25 +293,17 @@ func (r *Reader) wrap(err error) error {
 	return fmt.Errorf("stream: request %q chunk %d: %w", r.request, r.next, err)
 }
 
-// senderGone says why the wait should end ("" while it should go on): the
-// sender exited, or the progress deadline passed.
+// senderGone says why the wait should end ("" while it should go on): a
+// watched producer exited, or the progress deadline passed.
 func (r *Reader) senderGone() (why string, exited bool) {
-	if r.senderExited() {
+	if r.sender != nil && r.sender.gone() {
 		return fmt.Sprintf("sender process %v is dead", r.opts.Sender), true
+	}
+	if r.producer != nil && r.producer.gone() {
+		return fmt.Sprintf("producer process %v of chunk %d is dead", r.producer.id, r.next-1), true
 	}
 	if !time.Now().Before(r.deadline) {
 		return fmt.Sprintf("no chunk within %v", r.opts.ProgressTimeout), false
 	}
 	return "", false
 }
-
-// exited is done once the sender has exited, nil while that cannot be
-// waited for (no sender, no pidfds, or the Reader closed).
-func (r *Reader) exited() context.Context {
-	if r.sender == nil {
-		return nil
-	}
-	return r.sender.exited
-}
-
-func (r *Reader) senderExited() bool { return r.sender != nil && r.sender.gone() }

@@ -1,6 +1,7 @@
 // Package stream carries chunk streams over a connector edge: a Sender puts
 // the chunks of many requests in order from a bounded background queue, and a
-// Reader yields one request's chunks in order until the finished chunk.
+// Reader yields one request's chunks in order until the finished chunk; a
+// Mux yields the chunks of many requests of one edge as they arrive.
 //
 // Keys are vLLM-Omni's chunk keys, {request}_{from}_{n} with n = 0, 1, 2, ...
 // per request (SPEC §1), so a Python stage reads a Go stream and the other way
@@ -31,8 +32,12 @@
 //
 // A Reader given the producer's process (ReaderOptions.Sender, a proc.ID)
 // watches it through a pidfd and ends with ErrSenderGone once it exits and
-// its published chunks are read; without it, ReaderOptions.ProgressTimeout
-// is the only bound. Either way ctx ends a wait at once.
+// its published chunks are read. Without it, a Reader over a connector that
+// says who published a chunk (connector.MessageReceiver) watches the
+// producer of the ring its last chunk came from the same way, within
+// milliseconds of its death; ReaderOptions.ProgressTimeout is the last
+// resort, for streams carried by per-key segments alone. Either way ctx
+// ends a wait at once.
 //
 // # Errors
 //

@@ -5,11 +5,10 @@ package wake
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,38 +20,27 @@ import (
 // it. The count, its generation, only grows; a caller notes it before a get
 // that misses and then waits for it to change. Safe for concurrent use.
 //
-// A waiting goroutine blocks its thread in poll(2) on the FIFO, so a wakeup
-// reaches it straight from the kernel, as a blocking socket read would; each
-// concurrent waiter holds one OS thread.
+// The FIFO is read through Go's runtime poller: once anything waits (Wait,
+// WaitForChange or C), one goroutine, parked in the poller, drains and
+// counts the wakeups as they arrive. Waiters park on a channel, so however
+// many goroutines wait, the Receiver holds no OS thread and makes no
+// system call until a wakeup arrives.
 type Receiver struct {
-	// Whoever drains the FIFO counts the bytes. Each waiter also polls a
-	// private signal, raised when another goroutine's drain passed the
-	// waiter's generation (it took the byte that would have woken it), when
-	// the waiter's context is done, or on Close.
-
 	dir, path string
-	rfd       int // read end, non-blocking; waiters poll it
-	wfd       int // our own write end: the FIFO never reports EOF (SPEC §8)
+	file      *os.File        // the read end, non-blocking, in the runtime poller
+	rc        syscall.RawConn // file's
+	wfd       int             // our own write end: the FIFO never reports EOF (SPEC §8)
+	drainFD   func(fd uintptr)
 
 	mu      sync.Mutex
 	gen     uint64
 	closed  bool
-	waiters []*waiter // between their first check and their return
-	spare   []signal  // signals of waiters gone, for reuse
-	idle    sync.Cond // on mu: the last waiter left a closed Receiver
+	changed chan struct{} // closed (and replaced) when gen moves, and at Close
+	waiting int           // goroutines in Wait, for tests
+	c       chan struct{} // C's: coalesced
+	reading bool          // the background reader was started
+	readEnd chan struct{} // closed when it returns
 }
-
-// waiter is one goroutine in Wait; its fields are guarded by Receiver.mu.
-type waiter struct {
-	gen    uint64 // returns once the generation exceeds gen
-	sig    signal
-	hasSig bool // false if no signal could be made: poll with a short timeout
-	raised bool
-}
-
-// noSignalPoll bounds a signal-less waiter's sleep: without a signal only
-// the FIFO wakes it, and another goroutine may drain the FIFO first.
-const noSignalPoll = 10 * time.Millisecond
 
 // OpenReceiver creates the wake directory dir if needed (mode 0700) and a
 // FIFO dir/{stage}_{uuid4 hex} (mode 0600) for a numeric stage, and opens it.
@@ -141,43 +129,86 @@ func openFIFO(dir, path string) (*Receiver, error) {
 		unix.Close(rfd)
 		return nil, fmt.Errorf("wake: open %s for writing: %w", path, err)
 	}
-	r := &Receiver{dir: dir, path: path, rfd: rfd, wfd: wfd}
-	r.idle.L = &r.mu
+	r := &Receiver{dir: dir, path: path, wfd: wfd, changed: make(chan struct{}), c: make(chan struct{}, 1), readEnd: make(chan struct{})}
+	r.drainFD = func(fd uintptr) { r.drain(int(fd)) }
+	// Non-blocking, so os.NewFile registers it with the runtime poller.
+	r.file = os.NewFile(uintptr(rfd), path)
+	if r.rc, err = r.file.SyscallConn(); err != nil {
+		r.file.Close()
+		unix.Close(wfd)
+		return nil, fmt.Errorf("wake: %s: %w", path, err)
+	}
 	return r, nil
 }
 
-// drainLocked reads, without blocking, every wakeup already in the FIFO and
-// raises the signal of every waiter but self whose generation it passed.
-func (r *Receiver) drainLocked(self *waiter) {
-	if r.closed {
-		return
-	}
+// drain reads, without blocking, every wakeup already in the FIFO at fd
+// and counts it; r.mu is held. A read shorter than the buffer emptied the
+// FIFO, so the next write makes it readable again.
+func (r *Receiver) drain(fd int) {
 	before := r.gen
 	var buf [512]byte
 	for {
-		n, err := unix.Read(r.rfd, buf[:])
+		n, err := unix.Read(fd, buf[:])
 		if n > 0 {
 			r.gen += uint64(n)
+		}
+		if err == unix.EINTR {
+			continue
 		}
 		if err != nil || n < len(buf) {
 			break
 		}
 	}
-	if r.gen == before {
-		return
-	}
-	for _, w := range r.waiters {
-		if w != self && w.gen < r.gen {
-			r.raiseLocked(w)
+	if r.gen != before {
+		close(r.changed)
+		r.changed = make(chan struct{})
+		select {
+		case r.c <- struct{}{}:
+		default:
 		}
 	}
 }
 
-func (r *Receiver) raiseLocked(w *waiter) {
-	if w.hasSig && !w.raised {
-		w.raised = true
-		w.sig.raise()
+// drainLocked drains the FIFO now, with one read, whatever the background
+// reader does; r.mu is held.
+func (r *Receiver) drainLocked() {
+	if !r.closed {
+		r.rc.Control(r.drainFD)
 	}
+}
+
+// startLocked starts the background reader once; r.mu is held.
+func (r *Receiver) startLocked() {
+	if r.reading || r.closed {
+		return
+	}
+	r.reading = true
+	go r.read()
+}
+
+// read is the background reader: parked in the runtime poller until the
+// FIFO is readable, it drains it, until Close.
+func (r *Receiver) read() {
+	defer close(r.readEnd)
+	r.rc.Read(func(fd uintptr) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.closed {
+			return true
+		}
+		r.drain(int(fd))
+		return false // wait for the next wakeup
+	})
+}
+
+// C receives a value, coalesced, after wakeups arrived: one goroutine that
+// selects on it (a dispatcher) learns of every put without polling. The
+// first call starts the background reader.
+func (r *Receiver) C() <-chan struct{} {
+	r.mu.Lock()
+	r.startLocked()
+	r.mu.Unlock()
+	return r.c
 }
 
 // Generation drains the FIFO without blocking and returns the number of
@@ -185,7 +216,15 @@ func (r *Receiver) raiseLocked(w *waiter) {
 func (r *Receiver) Generation() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.drainLocked(nil)
+	r.drainLocked()
+	return r.gen
+}
+
+// Seen is the number of wakeups counted so far, without reading the FIFO:
+// those the background reader (or a Generation or Wait) has drained.
+func (r *Receiver) Seen() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	return r.gen
 }
 
@@ -193,11 +232,13 @@ func (r *Receiver) Generation() uint64 {
 // and returns the generation and whether it exceeds gen. It returns at once,
 // unchanged, on a closed Receiver.
 func (r *Receiver) WaitForChange(gen uint64, timeout time.Duration) (uint64, bool) {
-	var deadline time.Time
+	var expired <-chan time.Time
 	if timeout < 100*365*24*time.Hour { // longer: no deadline, not an overflow
-		deadline = time.Now().Add(timeout)
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
 	}
-	now, err := r.wait(nil, gen, deadline)
+	now, err := r.wait(nil, gen, expired)
 	return now, err == nil
 }
 
@@ -205,126 +246,52 @@ func (r *Receiver) WaitForChange(gen uint64, timeout time.Duration) (uint64, boo
 // the generation and ctx's error when ctx is done, or ErrClosed once the
 // Receiver is closed.
 func (r *Receiver) Wait(ctx context.Context, gen uint64) (uint64, error) {
-	deadline, _ := ctx.Deadline()
-	return r.wait(ctx, gen, deadline)
+	return r.wait(ctx, gen, nil)
 }
 
-// wait is Wait with an optional ctx (nil: none) and deadline (zero: none);
-// past the deadline it returns context.DeadlineExceeded.
-func (r *Receiver) wait(ctx context.Context, gen uint64, deadline time.Time) (uint64, error) {
-	r.mu.Lock()
-	r.drainLocked(nil)
-	if now, done, err := r.doneLocked(ctx, gen, deadline); done {
-		r.mu.Unlock()
-		return now, err
-	}
-	w := r.enterLocked(gen)
-	r.mu.Unlock()
-	if ctx != nil && ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() {
-			r.mu.Lock()
-			if slices.Contains(r.waiters, w) {
-				r.raiseLocked(w)
-			}
-			r.mu.Unlock()
-		})
-		defer stop()
-	}
-	fds := []unix.PollFd{{Fd: int32(r.rfd), Events: unix.POLLIN}, {Fd: -1}}
-	if w.hasSig {
-		fds[1] = unix.PollFd{Fd: int32(w.sig.pollFD()), Events: unix.POLLIN}
-	}
-	for {
-		timeout := pollTimeout(deadline, time.Now())
-		if !w.hasSig && (timeout < 0 || timeout > int(noSignalPoll/time.Millisecond)) {
-			timeout = int(noSignalPoll / time.Millisecond)
-		}
-		// EINTR and timeouts need nothing more: the checks below decide.
-		unix.Poll(fds, timeout)
-		r.mu.Lock()
-		r.drainLocked(w)
-		if now, done, err := r.doneLocked(ctx, gen, deadline); done {
-			r.leaveLocked(w)
-			r.mu.Unlock()
-			return now, err
-		}
-		if w.raised && fds[1].Revents&unix.POLLIN != 0 {
-			// Raises only announce an end, but never spin on a stale one.
-			w.sig.clear()
-			w.raised = false
-		}
-		r.mu.Unlock()
-	}
-}
-
-// doneLocked reports whether a wait for gen is over, and with what.
-func (r *Receiver) doneLocked(ctx context.Context, gen uint64, deadline time.Time) (uint64, bool, error) {
-	switch {
-	case r.gen > gen:
-		return r.gen, true, nil
-	case r.closed:
-		return r.gen, true, ErrClosed
-	}
+// wait is Wait with an optional ctx (nil: none) and timer (nil: none,
+// else context.DeadlineExceeded when it fires).
+func (r *Receiver) wait(ctx context.Context, gen uint64, expired <-chan time.Time) (uint64, error) {
+	var done <-chan struct{}
 	if ctx != nil {
-		if err := ctx.Err(); err != nil {
-			return r.gen, true, err
+		done = ctx.Done()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drainLocked() // what arrived before the reader runs
+	r.startLocked()
+	for {
+		switch {
+		case r.gen > gen:
+			return r.gen, nil
+		case r.closed:
+			return r.gen, ErrClosed
 		}
-	}
-	// A ctx reports its deadline only once its timer has run: do not poll
-	// again in the meantime.
-	if !deadline.IsZero() && !time.Now().Before(deadline) {
-		return r.gen, true, context.DeadlineExceeded
-	}
-	return r.gen, false, nil
-}
-
-// pollTimeout is poll(2)'s timeout in milliseconds until deadline, rounded
-// up so that poll does not return just before it; -1 without a deadline.
-func pollTimeout(deadline, now time.Time) int {
-	if deadline.IsZero() {
-		return -1
-	}
-	d := deadline.Sub(now)
-	if d <= 0 {
-		return 0
-	}
-	return int(min((d+time.Millisecond-1)/time.Millisecond, math.MaxInt32))
-}
-
-// enterLocked registers a waiter for gen with a signal, reusing one if it
-// can.
-func (r *Receiver) enterLocked(gen uint64) *waiter {
-	w := &waiter{gen: gen}
-	if n := len(r.spare); n > 0 {
-		w.sig, w.hasSig = r.spare[n-1], true
-		r.spare = r.spare[:n-1]
-	} else if sig, err := newSignal(); err == nil {
-		w.sig, w.hasSig = sig, true
-	}
-	r.waiters = append(r.waiters, w)
-	return w
-}
-
-// leaveLocked unregisters w: nobody raises its signal after this, so once
-// cleared it may serve another waiter.
-func (r *Receiver) leaveLocked(w *waiter) {
-	i := slices.Index(r.waiters, w)
-	r.waiters = slices.Delete(r.waiters, i, i+1)
-	if w.hasSig {
-		if w.raised {
-			w.sig.clear()
+		if ctx != nil && ctx.Err() != nil {
+			return r.gen, ctx.Err()
 		}
-		r.spare = append(r.spare, w.sig)
-	}
-	if r.closed && len(r.waiters) == 0 {
-		r.idle.Broadcast()
+		changed := r.changed
+		r.waiting++
+		r.mu.Unlock()
+		var err error
+		select {
+		case <-changed:
+		case <-done:
+		case <-expired:
+			err = context.DeadlineExceeded
+		}
+		r.mu.Lock()
+		r.waiting--
+		if err != nil && r.gen <= gen {
+			return r.gen, err
+		}
 	}
 }
 
 // Close closes the FIFO's descriptors, unlinks it and removes the wake
-// directory if it is empty. Waiters return ErrClosed; Close waits for them to
-// leave poll before it closes the descriptors they poll, which could
-// otherwise be reused for another file under them. Close is idempotent.
+// directory if it is empty. Waiters return ErrClosed (or the generation they
+// waited for, if it came first); the background reader is stopped before
+// Close returns. Close is idempotent.
 func (r *Receiver) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -332,22 +299,18 @@ func (r *Receiver) Close() error {
 		return nil
 	}
 	r.closed = true
-	for _, w := range r.waiters {
-		r.raiseLocked(w)
-	}
-	// Also wakes waiters without a signal; never counted: drains stop now.
-	unix.Write(r.wfd, zeroByte)
-	for len(r.waiters) > 0 {
-		r.idle.Wait()
-	}
-	spare := r.spare
-	r.spare = nil
+	close(r.changed)
+	reading := r.reading
 	r.mu.Unlock()
 
-	for _, sig := range spare {
-		sig.close()
+	// Wakes the background reader from the poller; the descriptor is
+	// closed once its callback, if running, returned.
+	err := r.file.Close()
+	if reading {
+		<-r.readEnd
+	} else {
+		close(r.readEnd) // none can start now
 	}
-	err := unix.Close(r.rfd)
 	if e := unix.Close(r.wfd); err == nil && e != nil {
 		err = e
 	}

@@ -7,8 +7,9 @@
 // A Receiver and a Notifier interoperate with the Python connector in both
 // directions: they use the same names, modes and one-byte messages.
 //
-// Receiver and Notifier are Linux-only (by build tag): FIFOs in /dev/shm,
-// eventfds and inotify (through package fswatch) are Linux's. The constants
+// Receiver and Notifier are Linux-only (by build tag): FIFOs in /dev/shm
+// and inotify (through package fswatch) are Linux's. A Receiver reads its
+// FIFO through Go's runtime poller, so its waiters hold no OS thread. The constants
 // and Enabled build everywhere.
 package wake
 

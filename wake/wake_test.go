@@ -574,7 +574,7 @@ func waitingOn(r *Receiver, n int) func() bool {
 	return func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return len(r.waiters) == n
+		return r.waiting == n
 	}
 }
 
@@ -683,15 +683,14 @@ func TestWaitCancelled(t *testing.T) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.waiters) != 0 {
-		t.Fatalf("%d waiters left registered", len(r.waiters))
+	if r.waiting != 0 {
+		t.Fatalf("%d waiters left registered", r.waiting)
 	}
 }
 
-// Close releases blocked waiters with ErrClosed and closes the descriptors
-// only once no waiter polls them: a waiter unregisters only after its poll
-// returned, so none may be registered when Close returns. 200 rounds, with
-// waiters registered (in or about to enter poll) or still arriving.
+// Close releases blocked waiters with ErrClosed and stops the background
+// reader before it returns (waiters hold no descriptor: they park on a
+// channel). 200 rounds, with waiters registered or still arriving.
 func TestCloseReleasesPollers(t *testing.T) {
 	for round := range 200 {
 		dir := wakeDir(t)
@@ -713,9 +712,10 @@ func TestCloseReleasesPollers(t *testing.T) {
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
 		}
-		// Close returned: no waiter may still be registered (polling).
-		if !waitingOn(r, 0)() {
-			t.Fatalf("round %d: Close returned with waiters registered", round)
+		select {
+		case <-r.readEnd:
+		default:
+			t.Fatalf("round %d: Close returned with the reader running", round)
 		}
 		for range waiters {
 			if err := <-errs; !errors.Is(err, ErrClosed) {
@@ -724,27 +724,6 @@ func TestCloseReleasesPollers(t *testing.T) {
 		}
 		if exists(dir) {
 			t.Fatalf("round %d: %s left behind", round, dir)
-		}
-	}
-}
-
-func TestPollTimeout(t *testing.T) {
-	now := time.Unix(1000, 0)
-	cases := []struct {
-		deadline time.Time
-		want     int
-	}{
-		{time.Time{}, -1},
-		{now, 0},
-		{now.Add(-time.Second), 0},
-		{now.Add(time.Nanosecond), 1},
-		{now.Add(time.Millisecond), 1},
-		{now.Add(time.Millisecond + 1), 2},
-		{now.Add(1000 * time.Hour), 1<<31 - 1},
-	}
-	for _, c := range cases {
-		if got := pollTimeout(c.deadline, now); got != c.want {
-			t.Errorf("pollTimeout(%v) = %d, want %d", c.deadline.Sub(now), got, c.want)
 		}
 	}
 }
@@ -890,4 +869,32 @@ func BenchmarkSocketLatency(b *testing.B) {
 	slices.Sort(rtts)
 	b.ReportMetric(float64(rtts[len(rtts)/2].Nanoseconds()), "rtt-p50-ns")
 	b.ReportMetric(float64(rtts[len(rtts)*99/100].Nanoseconds()), "rtt-p99-ns")
+}
+
+// C tells one selecting goroutine of each batch of wakeups, and the
+// generation has counted them by then.
+func TestCNotifiesWakeups(t *testing.T) {
+	dir := wakeDir(t)
+	r := openReceiver(t, dir, "1")
+	n := newNotifier(t, dir)
+	c := r.C()
+	for round := uint64(1); round <= 3; round++ {
+		n.Notify("1")
+		select {
+		case <-c:
+		case <-time.After(patience):
+			t.Fatalf("round %d: no notification", round)
+		}
+		r.mu.Lock()
+		gen := r.gen
+		r.mu.Unlock()
+		if gen != round {
+			t.Fatalf("round %d: generation %d when C fired", round, gen)
+		}
+	}
+	select {
+	case <-c:
+		t.Fatal("a notification without a wakeup")
+	default:
+	}
 }

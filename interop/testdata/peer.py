@@ -6,11 +6,12 @@ small per-key reader/writer that follows SPEC section 6, so the Go tests can
 exchange payloads with the reference code through the same /dev/shm files.
 Payload bytes travel as hex; the Go side encodes and decodes them.
 
-    peer.py put SCOPE FROM TO KEY KIND HEXFILE [KEY KIND HEXFILE ...] [--ring-bytes N]
+    peer.py put SCOPE FROM TO KEY KIND HEXFILE [KEY KIND HEXFILE ...] [--ring-bytes N] [--wake]
         One HostRingTransport(wake_dir_of(SCOPE), N, default 4 MiB) publishes
         each payload (KIND 0: serialized bytes, 1: a tensor frame given as its
         raw bytes) and prints one connector descriptor per line, as JSON
         ({"host_ring": {...}, "size": n}, or null when the ring refused).
+        With --wake it then wakes stage TO as the connector does (SPEC 8).
         Then it prints "ready" and reads lines: "put KEY KIND HEXFILE"
         publishes one more (and prints its descriptor); "cancel KEY" and
         "cancel_prefix PREFIX" retire unclaimed frames (and print how many);
@@ -52,6 +53,7 @@ import json
 import logging
 import mmap
 import os
+import stat
 import struct
 import sys
 import time
@@ -140,27 +142,54 @@ def split_option(args: list[str], name: str, default: str) -> tuple[list[str], s
     return args, default
 
 
-def publish(ring: HostRingTransport, source: str, destination: str, key: str, kind: str, path: str) -> None:
+def wake(directory: str, stage: str) -> None:
+    """SPEC 8: one zero byte, non-blocking, to every FIFO of the stage; errors ignored."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(f"{stage}_"):
+            continue
+        try:
+            fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, b"\0")
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def publish(ring: HostRingTransport, source: str, destination: str, key: str, kind: str, path: str, waker=None) -> None:
     data = read_hex(path)
     payload = TensorFrame(data) if kind == "1" else data
     meta = ring.put(source, destination, key, payload)
+    if meta is not None and waker is not None:
+        waker()
     say(None if meta is None else {"host_ring": meta, "size": meta["size"]})
 
 
 def cmd_put(args: list[str]) -> int:
     args, ring_bytes = split_option(args, "--ring-bytes", str(_RING_BYTES))
+    waking = "--wake" in args
+    args = [arg for arg in args if arg != "--wake"]
     scope, source, destination = args[:3]
     triples = args[3:]
     if not triples or len(triples) % 3:
         raise SystemExit("put: want KEY KIND HEXFILE triples")
     ring = HostRingTransport(wake_dir_of(scope), int(ring_bytes))
+    waker = (lambda: wake(wake_dir_of(scope), destination)) if waking else None
     for i in range(0, len(triples), 3):
-        publish(ring, source, destination, *triples[i : i + 3])
+        publish(ring, source, destination, *triples[i : i + 3], waker=waker)
     say("ready")
     for line in sys.stdin:
         words = line.split()
         if len(words) == 4 and words[0] == "put":
-            publish(ring, source, destination, *words[1:])
+            publish(ring, source, destination, *words[1:], waker=waker)
             continue
         if len(words) == 2 and words[0] == "cancel":
             say(ring.cancel(key=words[1]))

@@ -1,0 +1,648 @@
+package connector
+
+import (
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"omnishm/fswatch"
+	"omnishm/ring"
+	"omnishm/scope"
+)
+
+// The receive dispatcher: one goroutine per connector waits for change on
+// behalf of every Recv, so a stage waiting on a thousand keys holds no
+// thread and makes no system call per waiter. It wakes on
+//
+//   - the stage's wakeup FIFO (SPEC §8), read through the runtime poller:
+//     it then sweeps each attached ring of every waited edge once, claiming
+//     the frames whose keys have waiters;
+//   - the ring's Changes (a new producer, a producer's exit);
+//   - a new waiter, whose key it tries once at once;
+//   - one timer: one connector-wide safety re-poll of the rings and of
+//     every waited key, which backs off from PollInterval to 16 times it
+//     while it finds nothing unannounced (for producers that send no
+//     wakeups or hints); without a wakeup FIFO the rings are also polled
+//     (cheap: an atomic load per ring) at least every PollInterval.
+//
+// Per-key publications are found through lock-file hints: a per-key
+// producer closes shm_{key}_lockfile.lock, opened for writing, after
+// publishing (SPEC §6), and inotify on /dev/shm names the key; only a
+// waited key's segment is then tried. The hints are read when a wakeup
+// brought no ring frame, and at each poll. Every waited key is tried on
+// its per-key path only on an inotify overflow, on a wakeup that brought
+// no event (no ring frame, no lock file closed: counted per serve, the
+// wakeups since the last one against what it found), and in that safety
+// re-poll. Hints and wakeups are never proof: a try that misses costs one
+// stat.
+
+// fullCheckBackoff bounds the safety re-poll of every waited key at this
+// many PollIntervals.
+const fullCheckBackoff = 16
+
+// busyRetry is the first delay before a sweep is retried after a ring's
+// lock was held by another process (SPEC §3: contention is a miss).
+const busyRetry = 200 * time.Microsecond
+
+// minRingPoll is the first ring poll interval without a wakeup FIFO.
+const minRingPoll = 100 * time.Microsecond
+
+type waitState int
+
+const (
+	waiting  waitState = iota // in keys, to be served
+	reserved                  // taken out of keys: a claim for it is under way
+	finished                  // its result is in ch
+)
+
+// waiter is one Recv parked on its channel.
+type waiter struct {
+	from, key string
+	ch        chan result // the one result, buffered
+	// Under dispatcher.mu:
+	state     waitState
+	cancelled bool // its Recv gave up while a claim for it was under way
+}
+
+type result struct {
+	msg Message
+	err error
+	ok  bool // false: a claim under way for a cancelled waiter missed
+}
+
+// dispatchStats count the dispatcher's work, for tests that check that a
+// put wakes only its own waiter.
+type dispatchStats struct {
+	sweeps, ringScans, ringClaims, segmentTries, fullChecks atomic.Int64
+}
+
+type dispatcher struct {
+	c        *SHM
+	to       string
+	fifo     <-chan struct{} // nil without a wakeup FIFO
+	interval time.Duration   // PollInterval
+
+	mu     sync.Mutex
+	keys   map[string][]*waiter // waiting, by key, in arrival order
+	count  atomic.Int64         // the waiters in keys (written under mu)
+	edges  map[string]int       // waiting per edge from->to
+	fresh  []*waiter            // registered since the last serve
+	hinted []string             // waited keys whose lock file was closed since
+	closed bool
+	hints  uint64 // lock files of any key closed (read by syncHints)
+
+	kick    chan struct{} // fresh waiters or hinted keys
+	stop    chan struct{}
+	done    chan struct{}
+	serving atomic.Bool // run is in serve (tests wait for it to settle)
+
+	// The hint watch; nil when /dev/shm cannot be watched.
+	shm      *fswatch.Watcher
+	shmWatch *fswatch.Watch
+
+	// The serving goroutine's own.
+	ringEvery, fullEvery, busyEvery time.Duration
+	ringAt, fullAt, busyAt          time.Time // zero: not scheduled; ringAt only without a FIFO
+	reservedNow                     []*waiter
+	wakeFullAt                      time.Time     // the last full check for a wakeup without an event
+	wakes                           atomic.Uint64 // the FIFO's wakeups served so far
+
+	stats dispatchStats
+}
+
+// dispatch returns the connector's dispatcher, started on first use; nil
+// once the connector is closed.
+func (c *SHM) dispatch() *dispatcher {
+	c.dispatchOnce.Do(func() {
+		if c.closed.Load() {
+			return
+		}
+		d := &dispatcher{
+			c: c, to: string(c.opts.StageID), interval: c.opts.PollInterval,
+			keys: map[string][]*waiter{}, edges: map[string]int{},
+			kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		}
+		if c.waiter != nil {
+			d.fifo = c.waiter.C()
+		}
+		d.ringEvery, d.fullEvery = min(minRingPoll, d.interval), d.interval
+		d.watchHints()
+		c.dispatcher.Store(d)
+		go d.run()
+	})
+	return c.dispatcher.Load()
+}
+
+// watchHints starts the lock-file watch on /dev/shm. It is passive: its
+// events are read when the dispatcher wakes anyway (a wakeup it cannot
+// explain otherwise, a poll), so other processes' traffic in /dev/shm
+// wakes nobody here; a per-key put that wakes the stage has its hint read
+// at once, one that does not at the next poll. Without the watch (no
+// inotify), per-key publications are found by wakeups and the safety
+// re-poll, which then does not back off.
+func (d *dispatcher) watchHints() {
+	w, err := fswatch.New(false)
+	if err != nil {
+		return
+	}
+	x, err := w.AddNamed(scope.ShmDir, unix.IN_CLOSE_WRITE, d.hint)
+	if err != nil {
+		w.Close()
+		return
+	}
+	d.shm, d.shmWatch = w, x
+}
+
+// hint runs in syncHints for each file closed after writing in /dev/shm.
+func (d *dispatcher) hint(name []byte) {
+	key, ok := scope.LockKey(string(name))
+	if !ok {
+		return
+	}
+	d.mu.Lock()
+	d.hints++
+	_, waited := d.keys[key]
+	if waited {
+		d.hinted = append(d.hinted, key)
+	}
+	d.mu.Unlock()
+	if waited {
+		d.nudge()
+	}
+}
+
+func (d *dispatcher) nudge() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// wait registers a waiter for key on edge from->d.to; ErrClosed once the
+// dispatcher stopped.
+func (d *dispatcher) wait(from, key string) (*waiter, error) {
+	w := &waiter{from: from, key: key, ch: make(chan result, 1)}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, ErrClosed
+	}
+	d.keys[key] = append(d.keys[key], w)
+	d.edges[from]++
+	d.count.Add(1)
+	d.fresh = append(d.fresh, w)
+	d.mu.Unlock()
+	d.nudge()
+	return w, nil
+}
+
+// cancel takes back a waiter whose Recv ends. If a claim for it is under
+// way, cancel waits for it: what was claimed for w (a payload, or its
+// decode error) is returned with claimed set, never dropped.
+func (d *dispatcher) cancel(w *waiter) (r result, claimed bool) {
+	d.mu.Lock()
+	switch w.state {
+	case waiting:
+		d.removeLocked(w)
+		w.state = finished
+		d.mu.Unlock()
+		return result{}, false
+	case reserved:
+		w.cancelled = true
+	}
+	d.mu.Unlock()
+	r = <-w.ch
+	return r, r.ok || r.err != nil
+}
+
+// removeLocked takes a waiting w out of keys and edges.
+func (d *dispatcher) removeLocked(w *waiter) {
+	list := d.keys[w.key]
+	if i := slices.Index(list, w); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(d.keys, w.key)
+	} else {
+		d.keys[w.key] = list
+	}
+	if d.edges[w.from]--; d.edges[w.from] <= 0 {
+		delete(d.edges, w.from)
+	}
+	d.count.Add(-1)
+}
+
+// reserveLocked takes the first waiter of key (of edge from->d.to, or of
+// any edge when from is "") out of keys: a claim for it begins.
+func (d *dispatcher) reserveLocked(from, key string) *waiter {
+	for _, w := range d.keys[key] {
+		if from == "" || w.from == from {
+			d.removeLocked(w)
+			w.state = reserved
+			return w
+		}
+	}
+	return nil
+}
+
+// finish completes a reserved waiter: with the claim's result, or, when it
+// missed, back to the head of its key's waiters (or done, if its Recv gave
+// up meanwhile).
+func (d *dispatcher) finish(w *waiter, r result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !r.ok && r.err == nil && !w.cancelled {
+		w.state = waiting
+		d.keys[w.key] = append([]*waiter{w}, d.keys[w.key]...)
+		d.edges[w.from]++
+		d.count.Add(1)
+		return
+	}
+	w.state = finished
+	w.ch <- r
+}
+
+// run is the dispatcher's goroutine: it sleeps until something changes,
+// then serves every waiter that change may concern.
+func (d *dispatcher) run() {
+	defer close(d.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	changes := d.c.ring.Changes()
+	for {
+		woke, ticked := false, false
+		select {
+		case <-d.stop:
+			timer.Stop()
+			d.shutdown()
+			return
+		case <-d.kick:
+		case <-d.fifo:
+			woke = true
+		case <-changes:
+		case <-timer.C:
+			ticked = true
+		}
+		d.serving.Store(true)
+		next := d.serve(woke, ticked)
+		d.serving.Store(false)
+		timer.Stop()
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
+	}
+}
+
+// serve does what a wakeup (woke), the ring's Changes, a new waiter or the
+// timer (ticked) asks for, and returns when to look again (zero: only on
+// an event).
+func (d *dispatcher) serve(woke, ticked bool) time.Time {
+	if ticked {
+		d.syncHints() // the per-key puts that sent no wakeup
+	}
+	now := time.Now()
+	var wakes uint64
+	if woke {
+		// Counted before the sweep: a producer publishes, then wakes (SPEC
+		// §8), so every wakeup counted here has its event visible by then.
+		total := d.c.waiter.Seen()
+		wakes = total - d.wakes.Swap(total)
+	}
+	fresh, hinted, edges := d.take()
+	if edges == nil {
+		d.ringAt, d.fullAt, d.busyAt = time.Time{}, time.Time{}, time.Time{}
+		return time.Time{}
+	}
+	if len(fresh) > 0 && d.fifo == nil {
+		d.ringEvery = min(minRingPoll, d.interval) // new waiters: poll closely again
+	}
+	// A lost hint watch (an overflow dropped events) may have dropped a
+	// waited key's hint: watch again and try every waited key.
+	lost := d.shm != nil && d.shmWatch.Lost()
+	if lost {
+		d.rewatchHints()
+	}
+	full := lost || due(d.fullAt, now)
+	all := full || due(d.busyAt, now)
+
+	// The rings: one sweep per waited edge, each ring locked at most once.
+	frames, busy := d.sweepEdges(edges, fresh, all)
+	if uint64(frames) < wakes {
+		// More wakeups than ring frames: per-key puts, whose lock files
+		// were closed before they woke us, or a producer new to the edge.
+		// Apply both now and look again.
+		d.c.ring.Refresh()
+		hints := d.syncHints()
+		f, more, e := d.take()
+		fresh, hinted = append(fresh, f...), append(hinted, more...)
+		if e != nil {
+			edges = e
+		}
+		n, b := d.sweepEdges(edges, f, all)
+		frames, busy = frames+n, busy || b
+		if uint64(frames)+hints < wakes {
+			// Still short: a producer whose hint was lost, or one that
+			// sends none. Try every waited key, at most once per
+			// PollInterval.
+			if now.Sub(d.wakeFullAt) >= d.interval {
+				full, d.wakeFullAt = true, now
+			} else if next := d.wakeFullAt.Add(d.interval); d.fullAt.IsZero() || next.Before(d.fullAt) {
+				d.fullAt = next
+			}
+		}
+	}
+
+	// The per-key path: new waiters' keys, hinted keys, or all of them.
+	var tries []string
+	if full {
+		tries = d.segmentCandidates()
+		d.stats.fullChecks.Add(1)
+	} else {
+		tries = append(freshKeys(fresh, ""), hinted...)
+	}
+	found := d.trySegments(tries)
+
+	// When to look again. Without a wakeup FIFO the rings are polled,
+	// closely at first. The safety re-poll (the rings, and every waited
+	// key's segment) backs off while it finds nothing that no wakeup or
+	// hint announced, and comes back to PollInterval when it does: such a
+	// producer exists.
+	if d.fifo == nil && (due(d.ringAt, now) || d.ringAt.IsZero() || len(fresh) > 0) {
+		d.ringAt = now.Add(d.ringEvery)
+		d.ringEvery = min(d.ringEvery*2, d.interval)
+	}
+	if full || d.fullAt.IsZero() {
+		switch {
+		case d.shm == nil, full && (found || !woke && frames > 0):
+			d.fullEvery = d.interval
+		case full:
+			d.fullEvery = min(d.fullEvery*2, fullCheckBackoff*d.interval)
+		}
+		d.fullAt = now.Add(d.fullEvery)
+	}
+	switch {
+	case busy && (all || d.busyAt.IsZero()):
+		d.busyEvery = min(max(busyRetry, d.busyEvery*2), d.interval)
+		d.busyAt = now.Add(d.busyEvery)
+	case !busy:
+		d.busyAt, d.busyEvery = time.Time{}, 0
+	}
+	next := d.fullAt
+	for _, t := range []time.Time{d.ringAt, d.busyAt} {
+		if !t.IsZero() && t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// take hands serve what arrived since it last looked: the new waiters, the
+// hinted keys, and the waited edges (nil when nothing waits).
+func (d *dispatcher) take() (fresh []*waiter, hinted []string, edges []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fresh, hinted = d.fresh, d.hinted
+	d.fresh, d.hinted = nil, nil
+	if len(d.keys) > 0 {
+		edges = make([]string, 0, len(d.edges))
+		for from := range d.edges {
+			edges = append(edges, from)
+		}
+	}
+	return fresh, hinted, edges
+}
+
+// sweepEdges sweeps the rings of each waited edge once, looking up the new
+// waiters' keys in the rings' indexes (every waited key when all is set).
+// It returns the frames published since the last sweep, and reports a ring
+// whose lock was held by another process.
+func (d *dispatcher) sweepEdges(edges []string, fresh []*waiter, all bool) (frames int, busy bool) {
+	if d.c.ring.Capacity() == 0 || !numeric(d.to) {
+		return 0, false
+	}
+	for _, from := range edges {
+		if !numeric(from) {
+			continue
+		}
+		var keys []string
+		if all {
+			keys = d.waitedKeys(from)
+		} else {
+			keys = freshKeys(fresh, from)
+		}
+		n, b := d.sweep(from, keys)
+		frames, busy = frames+n, busy || b
+	}
+	return frames, busy
+}
+
+func due(at, now time.Time) bool { return !at.IsZero() && !now.Before(at) }
+
+// freshKeys are the keys of the new waiters of edge from->d.to (of every
+// edge when from is "").
+func freshKeys(fresh []*waiter, from string) []string {
+	var keys []string
+	for _, w := range fresh {
+		if from == "" || w.from == from {
+			keys = append(keys, w.key)
+		}
+	}
+	return keys
+}
+
+// waitedKeys are the keys waited on edge from->d.to (on any edge when from
+// is "").
+func (d *dispatcher) waitedKeys(from string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	keys := make([]string, 0, len(d.keys))
+	for key, list := range d.keys {
+		for _, w := range list {
+			if from == "" || w.from == from {
+				keys = append(keys, key)
+				break
+			}
+		}
+	}
+	return keys
+}
+
+// listWaiters is how many waited keys make one listing of /dev/shm
+// cheaper than a stat per key in a check of every waited key.
+const listWaiters = 64
+
+// segmentCandidates are the waited keys whose segment may be there: every
+// one, or, when many wait, those /dev/shm lists now (one listing instead of
+// a stat per key; a segment made during it is found at the next check).
+func (d *dispatcher) segmentCandidates() []string {
+	keys := d.waitedKeys("")
+	if len(keys) <= listWaiters {
+		return keys
+	}
+	f, err := os.Open(scope.ShmDir)
+	if err != nil {
+		return keys
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return keys
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	keys = keys[:0]
+	for _, name := range names {
+		if _, waited := d.keys[name]; waited {
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}
+
+// sweep claims, from the rings of edge from->d.to, the new frames whose
+// keys have waiters and the indexed frames of keys, and hands each to its
+// waiter. It returns the frames published since the last sweep, and
+// reports a ring whose lock was held by another process.
+func (d *dispatcher) sweep(from string, keys []string) (frames int, busy bool) {
+	d.stats.sweeps.Add(1)
+	reserved := d.reservedNow[:0]
+	want := func(key string) bool {
+		d.mu.Lock()
+		w := d.reserveLocked(from, key)
+		d.mu.Unlock()
+		if w != nil {
+			reserved = append(reserved, w)
+		}
+		return w != nil
+	}
+	next := 0
+	deliver := func(key string, got ring.Taken, err error) {
+		w := reserved[next] // deliveries come in want's order
+		next++
+		if err != nil {
+			d.finish(w, result{err: keyError("recv", key, err)})
+			return
+		}
+		d.c.gets.Add(1)
+		d.c.ringGets.Add(1)
+		d.finish(w, result{msg: Message{Payload: got.Value, Size: got.Size, Producer: got.Producer}, ok: true})
+	}
+	st, err := d.c.ring.Sweep(from, d.to, keys, want, decodeRing, deliver)
+	for _, w := range reserved[next:] { // none, by Sweep's contract; never strand one
+		d.finish(w, result{})
+	}
+	clear(reserved)
+	d.reservedNow = reserved[:0]
+	d.stats.ringScans.Add(int64(st.Scans))
+	d.stats.ringClaims.Add(int64(st.Claims))
+	if err != nil {
+		// A corrupt ring is dropped by the ring package; its waiters wait
+		// on. Nothing to return it to: Recv's own Get would report it.
+		d.c.log.Debug("omnishm: receive sweep", "from", from, "err", err)
+	}
+	return st.Frames, st.Busy
+}
+
+// trySegments claims the per-key segments of keys that still have waiters;
+// found reports a claim.
+func (d *dispatcher) trySegments(keys []string) (found bool) {
+	if len(keys) == 0 {
+		return false
+	}
+	seen := make(map[string]bool, len(keys))
+	for _, key := range keys {
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		d.mu.Lock()
+		w := d.reserveLocked("", key)
+		d.mu.Unlock()
+		if w == nil {
+			continue
+		}
+		d.stats.segmentTries.Add(1)
+		msg, ok, err := d.c.getSegment(w.from, d.to, key)
+		if err != nil {
+			err = keyError("recv", key, err)
+		}
+		found = found || ok
+		d.finish(w, result{msg: msg, ok: ok, err: err})
+	}
+	return found
+}
+
+// syncHints reads the lock-file events queued now (hint runs for each) and
+// returns how many lock files they name.
+func (d *dispatcher) syncHints() uint64 {
+	if d.shm == nil {
+		return 0
+	}
+	d.mu.Lock()
+	before := d.hints
+	d.mu.Unlock()
+	for d.shm.Sync() {
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.hints - before
+}
+
+// rewatchHints replaces a lost hint watch (an overflow dropped events, or
+// /dev/shm went away); the caller then tries every waited key.
+func (d *dispatcher) rewatchHints() {
+	d.shmWatch.Remove()
+	x, err := d.shm.AddNamed(scope.ShmDir, unix.IN_CLOSE_WRITE, d.hint)
+	if err != nil {
+		d.shm.Close()
+		d.shm, d.shmWatch = nil, nil
+		return
+	}
+	d.shmWatch = x
+}
+
+// shutdown ends every waiter with ErrClosed and releases the hint watch.
+func (d *dispatcher) shutdown() {
+	d.mu.Lock()
+	d.closed = true
+	var all []*waiter
+	for _, list := range d.keys {
+		all = append(all, list...)
+	}
+	clear(d.keys)
+	clear(d.edges)
+	d.count.Store(0)
+	d.fresh, d.hinted = nil, nil
+	for _, w := range all {
+		w.state = finished
+		w.ch <- result{err: ErrClosed}
+	}
+	d.mu.Unlock()
+	if d.shm != nil {
+		d.shm.Close()
+	}
+}
+
+// settled reports that nothing is left for serve: no new waiter, no hint,
+// no wakeup in the FIFO or not yet served, and serve not running. (It
+// drains the FIFO: for tests.)
+func (d *dispatcher) settled() bool {
+	d.mu.Lock()
+	pending := len(d.fresh) + len(d.hinted)
+	d.mu.Unlock()
+	if d.c.waiter != nil && (d.c.waiter.Generation() != d.wakes.Load() || len(d.fifo) > 0) {
+		return false
+	}
+	return pending == 0 && !d.serving.Load() && len(d.kick) == 0
+}
+
+// close stops the dispatcher and waits for its goroutine.
+func (d *dispatcher) close() error {
+	close(d.stop)
+	<-d.done
+	return nil
+}

@@ -1,0 +1,259 @@
+package connector_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"omnishm/connector"
+	"omnishm/internal/conntest"
+	"omnishm/internal/shmtest"
+	"omnishm/proc"
+	"omnishm/ring"
+	"omnishm/scope"
+)
+
+// waitSettled waits until n Recv calls wait in c's dispatcher and it has
+// tried every one of them once.
+func waitSettled(t *testing.T, c *connector.SHM, n int) {
+	t.Helper()
+	shmtest.Eventually(t, wait, strconv.Itoa(n)+" waiters to settle", func() bool {
+		return c.Waiting() == n && connector.DispatchSettled(c)
+	})
+}
+
+// A thousand goroutines wait in Recv on distinct keys; a producer process
+// puts the keys one by one. Each waiter gets its own payload, once.
+func TestThousandWaitersServedByAnotherProcess(t *testing.T) {
+	const n = 1000
+	for _, rc := range conntest.Rings {
+		t.Run(rc.Name, func(t *testing.T) {
+			sc := shmtest.Scope(t)
+			conntest.RemoveAtEnd(t, scope.New(sc), shmtest.Prefix())
+			recv := conntest.Open(t, sc, "1", rc.Bytes)
+			p := shmtest.Start(t, "fanout", sc, strconv.Itoa(rc.Bytes))
+			defer p.Send(t, "")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+			defer cancel()
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = shmtest.Key("many")
+			}
+			got := make([]int64, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i, key := range keys {
+				wg.Go(func() {
+					v, _, err := recv.Recv(ctx, "0", key)
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					got[i] = conntest.CodesOf(t, v)[0]
+				})
+			}
+			waitSettled(t, recv, n)
+			for i, key := range keys {
+				p.Send(t, key+" "+strconv.Itoa(10_000+i))
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range got {
+				if v != int64(10_000+i) {
+					t.Fatalf("waiter %d got %d", i, v)
+				}
+			}
+			for _, key := range keys {
+				conntest.Missing(t, recv, "0", "1", key, nil)
+			}
+			if h := recv.Health(); h.Gets != n {
+				t.Fatalf("health %+v: want %d gets", h, n)
+			}
+		})
+	}
+}
+
+// A put wakes only its own waiter: the ring scans, ring claims and per-key
+// tries per delivered message are the same with 10 waiters as with 500.
+func TestPutWakesOnlyItsOwnWaiter(t *testing.T) {
+	for _, rc := range []struct {
+		name  string
+		bytes int
+	}{{"ring", ring.DefaultCapacity}, {"per-key", connector.NoRing}} {
+		t.Run(rc.name, func(t *testing.T) {
+			var per []connector.DispatchWork
+			for _, waiters := range []int{10, 500} {
+				per = append(per, workPerMessage(t, rc.bytes, waiters))
+			}
+			t.Logf("work for %d messages with 10 and 500 waiters: %+v", messages, per)
+			if per[0] != per[1] {
+				t.Fatalf("the work depends on the number of waiters: %+v with 10, %+v with 500", per[0], per[1])
+			}
+			// One locked scan and one claim per put, or one per-key try.
+			want := connector.DispatchWork{RingScans: messages, RingClaims: messages}
+			if rc.bytes == connector.NoRing {
+				want = connector.DispatchWork{SegmentTries: messages}
+			}
+			if per[0] != want {
+				t.Fatalf("work for %d messages %+v, want %+v", messages, per[0], want)
+			}
+		})
+	}
+}
+
+// messages is how many puts workPerMessage counts the work of.
+const messages = 5
+
+// workPerMessage delivers messages to some of waiters goroutines in Recv,
+// one put at a time, and returns the dispatcher's work for all of them.
+func workPerMessage(t *testing.T, ringBytes, waiters int) connector.DispatchWork {
+	sc := shmtest.Scope(t)
+	// An hour between polls: no timer runs during the count.
+	recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: ringBytes, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	send := conntest.Open(t, sc, "0", ringBytes)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The producer's ring exists and is attached before the count.
+	conntest.MustPut(t, send, "0", "1", shmtest.Key("prime"), conntest.Codes(1, 0))
+	keys := make([]string, waiters)
+	done := make(chan error, waiters)
+	for i := range keys {
+		keys[i] = shmtest.Key("own")
+		go func() {
+			_, _, err := recv.Recv(ctx, "0", keys[i])
+			done <- err
+		}()
+	}
+	waitSettled(t, recv, waiters)
+	before := connector.Dispatched(recv)
+	for i := range messages {
+		conntest.MustPut(t, send, "0", "1", keys[i], conntest.Codes(1, int64(i)))
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		waitSettled(t, recv, waiters-i-1)
+	}
+	after := connector.Dispatched(recv)
+	// Sweeps are not counted: one runs per serve and waited edge, and a
+	// sweep of rings whose heads did not move makes no system call.
+	d := connector.DispatchWork{
+		RingScans:    after.RingScans - before.RingScans,
+		RingClaims:   after.RingClaims - before.RingClaims,
+		SegmentTries: after.SegmentTries - before.SegmentTries,
+		FullChecks:   after.FullChecks - before.FullChecks,
+	}
+	cancel()
+	for range waiters - messages {
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a waiter without a message ended with %v", err)
+		}
+	}
+	return d
+}
+
+// A Recv whose ctx ends returns ctx.Err() and leaves the dispatcher; one
+// on a connector that closes returns ErrClosed.
+func TestRecvCancelAndClose(t *testing.T) {
+	sc := shmtest.Scope(t)
+	recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	go func() { _, _, err := recv.Recv(ctx, "0", shmtest.Key("cancel")); errs <- err }()
+	go func() { _, _, err := recv.Recv(context.Background(), "0", shmtest.Key("close")); errs <- err }()
+	waitSettled(t, recv, 2)
+	cancel()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Recv: %v", err)
+	}
+	waitSettled(t, recv, 1)
+	if err := recv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; !errors.Is(err, connector.ErrClosed) {
+		t.Fatalf("Recv across Close: %v", err)
+	}
+	if _, _, err := recv.Recv(context.Background(), "0", "after"); !errors.Is(err, connector.ErrClosed) {
+		t.Fatalf("Recv after Close: %v", err)
+	}
+}
+
+// Messages say who published them: the ring's creator; nobody for a
+// per-key segment.
+func TestMessageNamesTheProducer(t *testing.T) {
+	self, err := proc.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range []struct {
+		name  string
+		bytes int
+		want  proc.ID
+	}{{"ring", ring.DefaultCapacity, self}, {"per-key", connector.NoRing, proc.ID{}}} {
+		t.Run(rc.name, func(t *testing.T) {
+			send, recv := conntest.Edge(t, rc.bytes)
+			key := shmtest.Key("who")
+			conntest.MustPut(t, send, "0", "1", key, conntest.Codes(2, 5))
+			m, ok, err := recv.GetMessage("0", "1", key, nil)
+			if !ok || err != nil || m.Producer != rc.want || conntest.CodesOf(t, m.Payload)[0] != 5 {
+				t.Fatalf("GetMessage: %+v ok=%v err=%v, want producer %v", m, ok, err, rc.want)
+			}
+			key = shmtest.Key("who-waits")
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			got := make(chan connector.Message, 1)
+			go func() {
+				m, err := recv.RecvMessage(ctx, "0", key)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- m
+			}()
+			waitSettled(t, recv, 1)
+			conntest.MustPut(t, send, "0", "1", key, conntest.Codes(2, 6))
+			if m := <-got; m.Producer != rc.want || conntest.CodesOf(t, m.Payload)[0] != 6 {
+				t.Fatalf("RecvMessage: %+v, want producer %v", m, rc.want)
+			}
+		})
+	}
+}
+
+// Without wakeups the dispatcher polls: a Recv still returns.
+func TestRecvWithoutWakeups(t *testing.T) {
+	for _, rc := range conntest.Rings {
+		t.Run(rc.Name, func(t *testing.T) {
+			sc := shmtest.Scope(t)
+			send := conntest.Open(t, sc, "0", rc.Bytes)
+			recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: rc.Bytes, DisableWakeups: true, PollInterval: 5 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer recv.Close()
+			key := shmtest.Key("nowake")
+			got := make(chan error, 1)
+			go func() {
+				v, _, err := recv.Recv(context.Background(), "0", key)
+				if err == nil && conntest.CodesOf(t, v)[0] != 9 {
+					err = errors.New("wrong payload")
+				}
+				got <- err
+			}()
+			waitSettled(t, recv, 1)
+			conntest.MustPut(t, send, "0", "1", key, conntest.Codes(1, 9))
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
