@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package bench measures omnishm's transports against a Unix-domain socket
 // moving the same bytes: what `omnishm bench` runs. Run carries out a Plan
 // (a mode, payloads, transports, a count) and returns a Report: one Result
@@ -10,6 +12,8 @@
 // waiters in the receiver process and measures what they cost it idle and
 // per delivery. The statistics (Summarize, CompareToUDS) and size parsing
 // are pure and usable on their own.
+//
+// It builds on Linux only (build tag linux), as it needs the shared-memory transports it times.
 package bench
 
 import (

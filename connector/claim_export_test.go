@@ -1,3 +1,5 @@
+//go:build linux
+
 package connector
 
 // ClaimWaits counts the WaitClaimed calls under way on c, so a test can

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package connector is the one object a pipeline stage uses to move
 // payloads along its edges: vLLM-Omni's SharedMemoryConnector in Go
 // (SPEC §9), byte-compatible with the Python one, so a Go stage and a Python

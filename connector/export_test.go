@@ -1,3 +1,5 @@
+//go:build linux
+
 package connector
 
 // RingMaxPayload exposes the ring's payload limit for key to the tests.

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package demo runs omnishm's demonstration pipeline, a small model of a
 // vLLM-Omni speech stage chain: three stage processes, each this same
 // executable re-run in a role of its own (package internal/reexec),
@@ -14,6 +16,8 @@
 // undelivered, or when the run left anything in /dev/shm. No stage
 // outlives it: they die with the parent (death signal, closed stdin), and
 // Run stops them all when one fails or ctx ends.
+//
+// It builds on Linux only (build tag linux), as it needs the shared-memory connector.
 package demo
 
 import (

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package fswatch owns omnishm's use of inotify (Linux only): an instance,
 // its watches, the parsing of its events, queue overflow and the loss of a
 // watch. The ring's discovery (SPEC §7) and the wakeup notifier (SPEC §8)

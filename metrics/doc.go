@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package metrics exports omnishm's figures to Prometheus
 // (github.com/prometheus/client_golang):
 //
@@ -19,4 +21,6 @@
 //
 // Metrics never touches the hot path itself: a Collector reads
 // connector.SHM.Stats, a snapshot of lock-free counters, when scraped.
+//
+// It builds on Linux only (build tag linux), as it needs packages connector and shmstate.
 package metrics

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package natsconn is the remote edge of a pipeline: a connector.Transport
 // between stages on different hosts, over NATS JetStream. It behaves as the
 // shared-memory connector does (SPEC §9) and carries the same payload bytes
@@ -33,6 +35,8 @@
 // Importing the package registers config.NatsConnector with connector.New.
 // The server must run JetStream (nats-server 2.11 or later: claim markers
 // expire through per-message TTLs).
+//
+// It builds on Linux only (build tag linux), as it needs package connector, whose Transport it implements.
 package natsconn
 
 import (

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package segment is the per-key shared-memory path of SPEC §6, with the
 // same file names, lock protocol and bytes as vLLM-Omni's Python
 // SharedMemoryConnector. It moves bytes only; the caller serializes
@@ -64,6 +66,8 @@
 // ErrClosed, ErrCorrupt, ErrUnsafe (a file at a key's name that is not this
 // user's regular file: callers treat it as a miss), and keys.ErrBadKey for
 // a bad key. The package never logs.
+//
+// It builds on Linux only (build tag linux), as it needs POSIX shared memory in /dev/shm and flock.
 package segment
 
 // DefaultDir is where POSIX shared memory lives on Linux; shm_open("/key")

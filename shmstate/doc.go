@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package shmstate is a read-only view, and a safe sweeper, of one user's
 // omnishm files in /dev/shm: host rings and their discovery markers
 // (SPEC §2, §3, §7), per-key segments and their lock files (SPEC §6), and

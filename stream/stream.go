@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package stream carries chunk streams over a connector edge: a Sender puts
 // the chunks of many requests in order from a bounded background queue, and a
 // Reader yields one request's chunks in order until the finished chunk; a
@@ -48,6 +50,8 @@
 //
 // Branch with errors.Is on the sentinels below, connector.ErrBadStage for a
 // stage id and connector.ErrClosed.
+//
+// It builds on Linux only (build tag linux), as it needs package connector.
 package stream
 
 import (

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package wake implements the wakeup FIFOs of SPEC §8: a receiver owns a FIFO
 // W/{stage}_{uuid4 hex} in the scope's wake directory W (scope.Names.WakeDir)
 // and counts the zero bytes written to it; after each put a producer writes

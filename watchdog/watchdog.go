@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package watchdog removes a process's shared-memory files when the process
 // dies, even by SIGKILL: the Go counterpart of the Python side's resource
 // tracker (SPEC §6, §9). Unlike that tracker it never removes what another
@@ -25,6 +27,8 @@
 // its own session and ignores SIGINT, SIGTERM and SIGHUP, so a Ctrl-C or a
 // kill of the owner's process group does not stop it before it has cleaned
 // up.
+//
+// It builds on Linux only (build tag linux), as it needs the parent-death signal, flock and /dev/shm.
 package watchdog
 
 import (

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command omnishm is the command-line face of the omnishm transport. Its
 // subcommands:
 //
@@ -28,6 +30,8 @@
 // error), 2 for a usage error (unknown command, bad flag or arguments), 3
 // when no receiver claimed what send published in time, 130 when send,
 // recv, bench or demo was interrupted (SIGINT or SIGTERM).
+//
+// It builds on Linux only (build tag linux), as it needs the shared-memory packages.
 package main
 
 import (

@@ -1,7 +1,11 @@
+//go:build linux
+
 // Package conntest is the test harness of code that uses a connector:
 // connectors on a test's own scope that close when the test ends, the
 // put/get checks every such test repeats, and a payload whose values are
 // known. It builds on shmtest (scopes, keys, child processes).
+//
+// It builds on Linux only (build tag linux), as it needs package connector.
 package conntest
 
 import (

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package reexec runs a binary's own executable again as a child process in
 // a named role: the watchdog, the bench receiver, the demo stages and the
 // test harness's child roles all start this way.
@@ -16,6 +18,8 @@
 // unless it is started detached. Child.Stop asks a child to stop (SIGINT and
 // a closed stdin: the role's context ends) and kills it after a grace
 // period. The child side is WriteLine and ReadLine.
+//
+// It builds on Linux only (build tag linux), as it needs the parent-death signal and waitid.
 package reexec
 
 import (

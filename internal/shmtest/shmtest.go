@@ -1,6 +1,10 @@
+//go:build linux
+
 // Package shmtest is the test harness shared by omnishm's packages: unique
 // scopes and keys per test, child processes that re-run the test binary in a
 // named role, and a TestMain check that nothing is left in /dev/shm.
+//
+// It builds on Linux only (build tag linux), as it needs /dev/shm.
 package shmtest
 
 import (

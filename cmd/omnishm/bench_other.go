@@ -1,7 +1,0 @@
-//go:build !linux
-
-package main
-
-import "os"
-
-func benchIsTerminal(*os.File) bool { return false }
