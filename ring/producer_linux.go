@@ -50,10 +50,17 @@ func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(ds
 	if p.closed {
 		return d, false, ErrClosed
 	}
-	if err := t.stats.flock(p.m.fd, unix.LOCK_EX); err != nil {
+	return p.put(&t.stats, key, kind, total, size, write)
+}
+
+// put is Put under p.mu: it places and publishes one frame under the ring
+// lock. (Its own function, so that each has few enough returns for its
+// defers to be inlined: this is the put path's floor.)
+func (p *producer) put(c *counters, key string, kind Kind, total uint64, size int, write func(dst []byte) error) (d descriptor.RingHandle, ok bool, err error) {
+	if err := c.flock(p.m.fd, unix.LOCK_EX); err != nil {
 		return d, false, fmt.Errorf("ring: lock %s: %w", p.name, err)
 	}
-	defer t.stats.flock(p.m.fd, unix.LOCK_UN)
+	defer c.flock(p.m.fd, unix.LOCK_UN)
 	data, capacity := p.m.data, p.m.capacity
 	head := p.m.head()
 	tail, err := p.reclaim()
