@@ -67,14 +67,6 @@ var dtypeInfo = [...]struct {
 	Float64: {"float64", 8}, Complex64: {"complex64", 8}, Complex128: {"complex128", 16},
 }
 
-var dtypeByName = func() map[string]DType {
-	m := make(map[string]DType, len(dtypeInfo))
-	for d := Bool; d <= Complex128; d++ {
-		m[dtypeInfo[d].name] = d
-	}
-	return m
-}()
-
 // ParseDType maps a PyTorch dtype name ("float32", "bfloat16", ...) to a DType.
 func ParseDType(name string) (DType, error) {
 	if d, ok := LookupDType(name); ok {
@@ -87,8 +79,14 @@ func ParseDType(name string) (DType, error) {
 // outside SPEC §4. It is small enough to inline, so a decoder can look up
 // LookupDType(string(b)) straight from its input without allocating.
 func LookupDType(name string) (d DType, ok bool) {
-	d, ok = dtypeByName[name]
-	return d, ok
+	// A scan of fifteen short names, mostly told apart by their length,
+	// costs less than hashing the name for a map.
+	for d := Bool; d <= Complex128; d++ {
+		if dtypeInfo[d].name == name {
+			return d, true
+		}
+	}
+	return 0, false
 }
 
 // Valid reports whether d is one of the dtypes of SPEC §4.
