@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -26,18 +27,23 @@ import (
 // FIFO's creation queued its inotify event before the put, but the
 // goroutine may not have taken it yet: its scheduling latency, measured by
 // BenchmarkDetectLatency at 10 µs median and 50 µs p99, and up to 20 ms on a
-// loaded 2-core VM (the netpoller waits for an idle P or sysmon's poll). So Notify checks the queue itself, with one
-// non-blocking read, whenever the stage has no open FIFO: a stage without
-// receivers is where a new one matters, and costs that read per put. A stage
-// that already has a receiver skips the read, so a second receiver (a
-// replica) created within the window may miss one wakeup and sleep until its
-// poll interval or the next put; its peers were woken. A stage whose last
-// FIFO reports its reader gone (EPIPE) is checked at once, too, so a
-// replaced receiver is found by the same put.
+// loaded 2-core VM (the netpoller waits for an idle P or sysmon's poll). So
+// Notify checks the queue itself, with one non-blocking read, when the
+// stage has no open FIFO: a stage without receivers is where a new one
+// matters. It does so at most once per syncEvery, so a burst of puts to a
+// stage nobody receives from costs no system call per put (the pair
+// benchmark is one); a put that comes syncEvery or more after the last
+// check always makes one. A receiver that appears during a burst is thus
+// woken by the first put syncEvery after the last check at the latest; if
+// the burst ends first, it sleeps until its poll interval. A stage that
+// already has a receiver skips the read, so a second receiver (a replica)
+// created within the window may miss one wakeup and sleep until its poll
+// interval or the next put; its peers were woken. A stage whose last FIFO
+// reports its reader gone (EPIPE) is checked at once, too, so a replaced
+// receiver is found by the same put.
 //
 // Without a wake directory (no receiver in the scope) the Notifier watches
-// its parent and reads that queue once per put: no path lookup, and no
-// window, as above.
+// its parent and reads that queue at those same checks: no path lookup.
 type Notifier struct {
 	dir     string
 	enabled bool
@@ -48,7 +54,21 @@ type Notifier struct {
 	stages map[string]*targets
 	closed bool
 	scans  int // directory scans, for tests
+
+	// due: a stage without a FIFO may check the queue (see checkDue).
+	// A check clears it and rearm has a timer set it again syncEvery
+	// later, so a put reads no clock.
+	due   atomic.Bool
+	timer *time.Timer
+	rearm func() // n.startTimer; tests replace it
 }
+
+// syncEvery bounds how often Notify reads the inotify queue itself for a
+// stage without a FIFO (see Notifier): about the reader goroutine's p99
+// latency on a loaded machine, so a missed wakeup costs a receiver that
+// much, while a put stream to a stage without receivers makes one read per
+// thousand puts or so.
+const syncEvery = time.Millisecond
 
 // targets are the open FIFOs of one stage as of a directory epoch.
 type targets struct {
@@ -76,6 +96,8 @@ type watcher interface {
 // its Notify does nothing.
 func NewNotifier(dir string) *Notifier {
 	n := &Notifier{dir: dir, enabled: Enabled(), stages: map[string]*targets{}}
+	n.due.Store(true)
+	n.rearm = n.startTimer
 	if n.enabled {
 		n.watch = newWatcher(dir)
 	}
@@ -101,7 +123,7 @@ func (n *Notifier) Notify(to string) {
 		t = &targets{}
 		n.stages[to] = t
 	}
-	now := len(t.fds) == 0
+	now := len(t.fds) == 0 && n.checkDue()
 	if n.watch.changed(now) {
 		n.epoch++
 	}
@@ -117,6 +139,28 @@ func (n *Notifier) Notify(to string) {
 		n.scan(to, t)
 		t.write()
 	}
+}
+
+// checkDue reports whether a stage without a FIFO should check the queue
+// now: no check in the last syncEvery. n.mu is held.
+func (n *Notifier) checkDue() bool {
+	if !n.due.Load() {
+		return false
+	}
+	n.due.Store(false)
+	n.rearm()
+	return true
+}
+
+// startTimer sets due again syncEvery from now. A burst of puts costs one
+// timer per syncEvery; a Notifier that stopped notifying costs nothing.
+// n.mu is held.
+func (n *Notifier) startTimer() {
+	if n.timer == nil {
+		n.timer = time.AfterFunc(syncEvery, func() { n.due.Store(true) })
+		return
+	}
+	n.timer.Reset(syncEvery)
 }
 
 // write writes a wakeup to every FIFO of t and reports whether it dropped
@@ -222,6 +266,9 @@ func (n *Notifier) Close() error {
 		return nil
 	}
 	n.closed = true
+	if n.timer != nil {
+		n.timer.Stop()
+	}
 	for _, t := range n.stages {
 		t.closeAll()
 	}

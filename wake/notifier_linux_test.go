@@ -1,6 +1,7 @@
 package wake
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -52,23 +53,46 @@ func TestNotifyUnchangedNoSyscalls(t *testing.T) {
 	}
 }
 
-// A stage without a FIFO pays one read per Notify (the synchronous check
-// that finds a receiver created just before the put), and no lookup.
-func TestNotifyEmptyStageOneRead(t *testing.T) {
-	dir := wakeDir(t)
-	openReceiver(t, dir, "2")
-	n := newNotifier(t, dir)
-	w := inotifyOf(t, n)
-	n.Notify("1")
-	before := costOf(n, w)
-	const puts = 100
-	for range puts {
-		n.Notify("1")
-	}
-	want := before
-	want.checks += puts
-	if got := costOf(n, w); got != want {
-		t.Fatalf("%d notifies of an empty stage cost %+v, want %+v", puts, got, want)
+// A stage without a FIFO pays one read per check of the queue (the
+// synchronous check that finds a receiver created just before the put), and
+// no lookup; a burst of puts checks once per syncEvery.
+func TestNotifyEmptyStageChecksBounded(t *testing.T) {
+	for _, absent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("absent-dir=%v", absent), func(t *testing.T) {
+			dir := wakeDir(t)
+			if !absent {
+				openReceiver(t, dir, "2")
+			}
+			n := newNotifier(t, dir)
+			w := inotifyOf(t, n)
+			n.Notify("1")
+			n.rearm = func() {} // time stands still until the test moves it
+			elapse := func() { n.due.Store(true) }
+			elapse()
+			n.Notify("1") // the first after syncEvery checks
+			before := costOf(n, w)
+			const puts = 100
+			for range puts {
+				n.Notify("1")
+			}
+			if got := costOf(n, w); got != before {
+				t.Fatalf("%d notifies within syncEvery cost %+v, after %+v", puts, got, before)
+			}
+			elapse()
+			n.Notify("1")
+			want := before
+			want.checks++
+			if got := costOf(n, w); got != want {
+				t.Fatalf("a notify syncEvery later cost %+v, want %+v", got, want)
+			}
+			// What the check finds: a receiver created since.
+			r := openReceiver(t, dir, "1")
+			elapse()
+			n.Notify("1")
+			if gen, changed := r.WaitForChange(0, patience); !changed || gen != 1 {
+				t.Fatalf("receiver created between checks: %d, %v", gen, changed)
+			}
+		})
 	}
 }
 
@@ -242,6 +266,7 @@ func BenchmarkNotifyCost(b *testing.B) {
 			dir := wakeDir(b)
 			c.setup(b, dir)
 			n := newNotifier(b, dir)
+			n.rearm = n.startTimer // as in production: checks at most every syncEvery
 			n.Notify("1")
 			b.ReportAllocs()
 			r0, w0 := syscallCounts(b)
