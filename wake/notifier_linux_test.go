@@ -32,6 +32,20 @@ func costOf(n *Notifier, w *inotifyWatch) notifyCost {
 	return notifyCost{w.checks, w.lookups, n.scans}
 }
 
+// notifyFree makes puts notifies of stage 1 and fails t if they cost any
+// check, lookup or scan; it returns the cost so far.
+func notifyFree(t *testing.T, n *Notifier, w *inotifyWatch, puts int, what string) notifyCost {
+	t.Helper()
+	before := costOf(n, w)
+	for range puts {
+		n.Notify("1")
+	}
+	if got := costOf(n, w); got != before {
+		t.Fatalf("%d notifies %s cost %+v, want %+v", puts, what, got, before)
+	}
+	return before
+}
+
 // With a receiver cached and the directory unchanged, Notify makes no system
 // call besides the FIFO write: nothing to detect changes, no scan.
 func TestNotifyUnchangedNoSyscalls(t *testing.T) {
@@ -40,14 +54,8 @@ func TestNotifyUnchangedNoSyscalls(t *testing.T) {
 	n := newNotifier(t, dir)
 	w := inotifyOf(t, n)
 	n.Notify("1") // watches and scans; FIFO writes queue no events
-	before := costOf(n, w)
 	const puts = 100
-	for range puts {
-		n.Notify("1")
-	}
-	if got := costOf(n, w); got != before {
-		t.Fatalf("%d notifies of an unchanged directory cost %+v, want %+v", puts, got, before)
-	}
+	notifyFree(t, n, w, puts, "of an unchanged directory")
 	if got := r.Generation(); got != puts+1 {
 		t.Fatalf("receiver saw %d wakeups, want %d", got, puts+1)
 	}
@@ -70,14 +78,7 @@ func TestNotifyEmptyStageChecksBounded(t *testing.T) {
 			elapse := func() { n.due.Store(true) }
 			elapse()
 			n.Notify("1") // the first after syncEvery checks
-			before := costOf(n, w)
-			const puts = 100
-			for range puts {
-				n.Notify("1")
-			}
-			if got := costOf(n, w); got != before {
-				t.Fatalf("%d notifies within syncEvery cost %+v, after %+v", puts, got, before)
-			}
+			before := notifyFree(t, n, w, 100, "within syncEvery")
 			elapse()
 			n.Notify("1")
 			want := before
