@@ -61,6 +61,11 @@ type Notifier struct {
 	due   atomic.Bool
 	timer *time.Timer
 	rearm func() // n.startTimer; tests replace it
+
+	// fence is written by every Notify, a full barrier between the put's
+	// publication and the reads of receivers' sleepers counts (see
+	// sleepers). A word of its own: Notifiers do not share its cache line.
+	fence atomic.Uint32
 }
 
 // syncEvery bounds how often Notify reads the inotify queue itself for a
@@ -75,6 +80,7 @@ type targets struct {
 	epoch   uint64
 	scanned bool
 	fds     []int
+	counts  []*sleepers // of fds[i]; nil: none, write every time
 	// pending are FIFOs that had no reader when found; they are retried
 	// until retryUntil (see retryWindow).
 	pending    []string
@@ -107,8 +113,10 @@ func NewNotifier(dir string) *Notifier {
 var zeroByte = []byte{0}
 
 // Notify writes one zero byte, without blocking, to every FIFO dir/{to}_* of
-// a numeric stage. Errors are ignored: wakeups are hints (SPEC §8). A full
-// FIFO already holds a wakeup the receiver has not drained.
+// a numeric stage, but for FIFOs whose Go receiver counts no goroutine
+// asleep on it (see sleepers). Errors are ignored: wakeups are hints
+// (SPEC §8). A full FIFO already holds a wakeup the receiver has not
+// drained. The caller published before it calls Notify.
 func (n *Notifier) Notify(to string) {
 	if !n.enabled || !scope.IsNumeric(to) {
 		return
@@ -118,6 +126,7 @@ func (n *Notifier) Notify(to string) {
 	if n.closed {
 		return
 	}
+	n.fence.Add(1)
 	t := n.stages[to]
 	if t == nil {
 		t = &targets{}
@@ -163,21 +172,34 @@ func (n *Notifier) startTimer() {
 	n.timer.Reset(syncEvery)
 }
 
-// write writes a wakeup to every FIFO of t and reports whether it dropped
-// one whose reader is gone.
+// write writes a wakeup to every FIFO of t whose receiver may sleep, and
+// reports whether it dropped one whose reader is gone. n.fence was written
+// since the put's publication.
 func (t *targets) write() (dropped bool) {
-	kept := t.fds[:0]
-	for _, fd := range t.fds {
-		if _, err := unix.Write(fd, zeroByte); err == unix.EPIPE {
+	kept := 0
+	for i, fd := range t.fds {
+		if c := t.counts[i]; c != nil && c.awake() {
+			// It will find the publication without a wakeup.
+		} else if _, err := unix.Write(fd, zeroByte); err == unix.EPIPE {
 			// The reader is gone; its FIFO will be unlinked or is stale.
 			unix.Close(fd)
+			c.close()
 			dropped = true
 			continue
 		}
-		kept = append(kept, fd)
+		t.fds[kept], t.counts[kept] = fd, t.counts[i]
+		kept++
 	}
-	t.fds = kept
+	clear(t.counts[kept:])
+	t.fds, t.counts = t.fds[:kept], t.counts[:kept]
 	return dropped
+}
+
+// add keeps the FIFO open at fd, and its receiver's sleepers count if it
+// has one.
+func (t *targets) add(fd int, c *sleepers) {
+	t.fds = append(t.fds, fd)
+	t.counts = append(t.counts, c)
 }
 
 // scan replaces t's FIFOs with those now in the directory.
@@ -205,7 +227,7 @@ func (n *Notifier) scan(stage string, t *targets) {
 		fd, err := openTarget(dfd, name)
 		switch {
 		case err == nil:
-			t.fds = append(t.fds, fd)
+			t.add(fd, openSleepers(dfd, scope.SleepersName(name)))
 		case err == unix.ENXIO:
 			t.pending = append(t.pending, filepath.Join(n.dir, name))
 		}
@@ -241,7 +263,8 @@ func (t *targets) retry() {
 		fd, err := openTarget(unix.AT_FDCWD, path)
 		switch {
 		case err == nil:
-			t.fds = append(t.fds, fd)
+			// The sleepers file, if any, was made before the FIFO.
+			t.add(fd, openSleepers(unix.AT_FDCWD, filepath.Join(filepath.Dir(path), scope.SleepersName(filepath.Base(path)))))
 		case err == unix.ENXIO:
 			left = append(left, path)
 		}
@@ -250,10 +273,12 @@ func (t *targets) retry() {
 }
 
 func (t *targets) closeAll() {
-	for _, fd := range t.fds {
+	for i, fd := range t.fds {
 		unix.Close(fd)
+		t.counts[i].close()
 	}
-	t.fds, t.pending = t.fds[:0], nil
+	clear(t.counts)
+	t.fds, t.counts, t.pending = t.fds[:0], t.counts[:0], nil
 }
 
 // Close releases the Notifier's descriptors and stops its goroutine; later

@@ -2,16 +2,19 @@ package wake
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"omnishm/internal/shmtest"
+	"omnishm/scope"
 )
 
 // inotifyOf returns n's inotify watcher, or skips where there is none.
@@ -301,4 +304,106 @@ func TestDeadReaderChecksEveryNotify(t *testing.T) {
 	if got := costOf(n, w); got != want {
 		t.Fatalf("%d notifies without a reader cost %+v, want %+v", puts, got, want)
 	}
+}
+
+// countSleepers gives r's FIFO a sleepers file, as a Go receiver that
+// counts its sleepers has (removed when the test ends, before r closes).
+func countSleepers(t *testing.T, r *Receiver) *sleepers {
+	t.Helper()
+	dir, name := filepath.Split(r.path)
+	s, err := createSleepers(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.close()
+		if err := removeSleepers(dir, name); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// A FIFO whose receiver counts no sleeper gets no write; one whose receiver
+// counts one does, and so does every FIFO without a usable sleepers file (a
+// Python receiver's, or a file that is not one a receiver made).
+func TestNotifySkipsAwakeReceivers(t *testing.T) {
+	dir := wakeDir(t)
+	counted := openReceiver(t, dir, "1")
+	s := countSleepers(t, counted)
+	python := openReceiver(t, dir, "1")
+	planted := openReceiver(t, dir, "1")
+	bad := filepath.Join(dir, scope.SleepersName(filepath.Base(planted.path)))
+	if err := os.WriteFile(bad, make([]byte, sleepersSize), 0o600); err != nil { // no magic
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(bad) })
+	n := newNotifier(t, dir)
+	step := func(sleeping uint32, want [3]uint64) {
+		t.Helper()
+		s.count().Store(sleeping)
+		n.Notify("1")
+		got := [3]uint64{counted.Generation(), python.Generation(), planted.Generation()}
+		if got != want {
+			t.Fatalf("with %d asleep: counted, python, planted saw %v wakeups, want %v", sleeping, got, want)
+		}
+	}
+	step(0, [3]uint64{0, 1, 1})
+	step(1, [3]uint64{1, 2, 2})
+	step(2, [3]uint64{2, 3, 3})
+	step(0, [3]uint64{2, 4, 4})
+}
+
+// The receiver's side of the protocol (count, check again, sleep, uncount)
+// against a producer that publishes and notifies, one message at a time:
+// the producer publishes the next only once the receiver took the last, so
+// a wakeup lost would leave the receiver asleep, and the test failing at
+// its deadline. Random pauses vary how the two interleave.
+func TestSleepersLoseNoWakeup(t *testing.T) {
+	dir := wakeDir(t)
+	r := openReceiver(t, dir, "1")
+	s := countSleepers(t, r)
+	n := newNotifier(t, dir)
+	const messages = 2000
+	var published, taken atomic.Uint64 // published: a ring's head, in effect
+	pause := func() {
+		for range rand.N(3) {
+			runtime.Gosched()
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range uint64(messages) {
+			for taken.Load() < i {
+				runtime.Gosched()
+			}
+			pause()
+			published.Store(i + 1)
+			n.Notify("1")
+		}
+	}()
+	slept := 0
+	for seen := uint64(0); seen < messages; {
+		if published.Load() > seen {
+			seen++
+			taken.Store(seen)
+			continue
+		}
+		s.count().Add(1)
+		gen := r.Generation()
+		pause()
+		if published.Load() > seen { // the check after counting
+			s.count().Add(^uint32(0))
+			continue
+		}
+		slept++
+		_, woken := r.WaitForChange(gen, patience)
+		s.count().Add(^uint32(0))
+		if !woken {
+			t.Fatalf("message %d: asleep with nothing to wake it (%d published)", seen+1, published.Load())
+		}
+	}
+	<-done
+	t.Logf("%d messages, %d sleeps", messages, slept)
 }
