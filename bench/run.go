@@ -303,8 +303,9 @@ func timeLatency(r *runner, c *cell) error {
 	}
 	send := r.sender(c)
 	return r.timeEach(c, func(i int) (time.Duration, error) {
+		k := key(r.plan.KeyPrefix, c.run, i)
 		t0 := hostclock.Now()
-		if err := send(i); err != nil {
+		if err := send(k, i); err != nil {
 			return 0, err
 		}
 		t1, err := r.peer.arrival(r.ctx)
@@ -312,16 +313,17 @@ func timeLatency(r *runner, c *cell) error {
 	})
 }
 
-// sender returns what sends message i of a cell to the receiver process:
-// a put, or a write of the socket from a frame built once (no per-message
-// copy is timed).
-func (r *runner) sender(c *cell) func(i int) error {
+// sender returns what sends message i of a cell, under key k, to the
+// receiver process: a put, or a write of the socket from a frame built once
+// (no per-message copy is timed). Callers make k first: the key is not the
+// transport's work.
+func (r *runner) sender(c *cell) func(k string, i int) error {
 	if c.conn == nil {
 		frame := newUDSFrame(c.form)
-		return func(i int) error { return r.peer.sendUDS(frame.stamp(i)) }
+		return func(_ string, i int) error { return r.peer.sendUDS(frame.stamp(i)) }
 	}
-	return func(i int) error {
-		_, _, err := c.conn.Put(benchFrom, benchTo, key(r.plan.KeyPrefix, c.run, i), c.payload.Value)
+	return func(k string, _ int) error {
+		_, _, err := c.conn.Put(benchFrom, benchTo, k, c.payload.Value)
 		return err
 	}
 }
@@ -344,8 +346,9 @@ func timePair(r *runner, c *cell) error {
 		})
 	}
 	return r.timeEach(c, func(i int) (time.Duration, error) {
+		k := key(r.plan.KeyPrefix, c.run, i) // the floor makes no string either
 		t0 := hostclock.Now()
-		err := pair(c.conn, key(r.plan.KeyPrefix, c.run, i), c.payload.Value)
+		err := pair(c.conn, k, c.payload.Value)
 		return hostclock.Now() - t0, err
 	})
 }

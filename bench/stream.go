@@ -71,7 +71,7 @@ func timeStream(r *runner, c *cell) error {
 		if err := r.ctx.Err(); err != nil {
 			return err
 		}
-		if err := send(i); err != nil {
+		if err := send(key(r.plan.KeyPrefix, c.run, i), i); err != nil {
 			return err
 		}
 		r.step(c)

@@ -3,12 +3,19 @@
 package connector_test
 
 import (
+	"slices"
+	"strconv"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"omnishm/connector"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
+	"omnishm/scope"
+	"omnishm/tensor"
 )
 
 // BenchmarkPutGetPair is the transport's CPU cost: one put and one get of
@@ -21,12 +28,19 @@ func BenchmarkPutGetPair(b *testing.B) {
 	}
 	for _, tc := range []struct {
 		name      string
+		stage     connector.Stage
 		ringBytes int
 		payload   any
-	}{{"ring", ring.DefaultCapacity, conntest.Codes(56, 0)}, {"ring-plain", ring.DefaultCapacity, map[string]any{"ids": ids}}, {"perkey", connector.NoRing, conntest.Codes(56, 0)}} {
+	}{
+		{"ring", "1", ring.DefaultCapacity, conntest.Codes(56, 0)},
+		{"ring-plain", "1", ring.DefaultCapacity, map[string]any{"ids": ids}},
+		// As `omnishm bench --mode pair`: no receiver of the stage anywhere.
+		{"ring-nostage", connector.NoStage, ring.DefaultCapacity, conntest.Codes(56, 0)},
+		{"perkey", "1", connector.NoRing, conntest.Codes(56, 0)},
+	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s := shmtest.Scope(b)
-			c := conntest.Open(b, s, "1", tc.ringBytes)
+			c := conntest.Open(b, s, tc.stage, tc.ringBytes)
 			payload := tc.payload
 			key := shmtest.Key("pair")
 			b.ReportAllocs()
@@ -59,4 +73,56 @@ func BenchmarkGetMiss(b *testing.B) {
 			b.Fatal(ok, err)
 		}
 	}
+}
+
+// BenchmarkPairFlockRatio times a ring put+get pair of a 512-byte tensor
+// (as `omnishm bench --mode pair`: no receiver of the stage) and two
+// uncontended flock pairs on a /dev/shm file, alternately, so both meet the
+// same load; it reports each p50 and their ratio (issue target: at most 2).
+func BenchmarkPairFlockRatio(b *testing.B) {
+	s := shmtest.Scope(b)
+	c := conntest.Open(b, s, connector.NoStage, ring.DefaultCapacity)
+	values := make([]float32, 128)
+	tt, err := tensor.FromSlice(values, len(values))
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := map[string]any{"data": tt}
+	path := scope.Path(shmtest.Key("flock"))
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Unlink(path)
+	defer unix.Close(fd)
+	keys := make([]string, 4096)
+	for i := range keys {
+		keys[i] = shmtest.Key("pair" + strconv.Itoa(i))
+	}
+	var pairs, floors []time.Duration
+	i := 0
+	for b.Loop() {
+		k := keys[i%len(keys)]
+		i++
+		t0 := time.Now()
+		if _, _, err := c.Put("0", "1", k, payload); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, ok, err := c.Get("0", "1", k, nil); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		t1 := time.Now()
+		for range 2 {
+			unix.Flock(fd, unix.LOCK_EX)
+			unix.Flock(fd, unix.LOCK_UN)
+		}
+		t2 := time.Now()
+		pairs, floors = append(pairs, t1.Sub(t0)), append(floors, t2.Sub(t1))
+	}
+	slices.Sort(pairs)
+	slices.Sort(floors)
+	p, f := pairs[len(pairs)/2], floors[len(floors)/2]
+	b.ReportMetric(float64(p.Nanoseconds()), "pair-p50-ns")
+	b.ReportMetric(float64(f.Nanoseconds()), "flock-p50-ns")
+	b.ReportMetric(float64(p)/float64(f), "flock-ratio")
 }

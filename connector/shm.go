@@ -165,6 +165,7 @@ func (c *SHM) putRing(from, to, key string, payload any) (d descriptor.RingHandl
 	p, err := frame.Prepare(payload, limit)
 	switch {
 	case err == nil:
+		defer p.Release()
 		// A tensor frame, or without tensors the kind-0 bytes, written
 		// straight into ring memory (the ring refuses a frame over its limit
 		// before taking a lock). A write that fails (only a payload mutated

@@ -12,10 +12,12 @@ func roundTrip(b *testing.B, payload any, buf []byte) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := p.Write(buf[:p.Size()]); err != nil {
+	n := p.Size()
+	if err := p.Write(buf[:n]); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := frame.Decode(buf[:p.Size()]); err != nil {
+	p.Release()
+	if _, err := frame.Decode(buf[:n]); err != nil {
 		b.Fatal(err)
 	}
 }

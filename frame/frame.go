@@ -27,13 +27,13 @@
 package frame
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	"omnishm/tensor"
 	"omnishm/wire"
@@ -79,12 +79,26 @@ type Prepared struct {
 	dataSize  int
 	size      int
 	limit     int
+	enc       wire.Encoder // its hooks are p's methods, made once per Prepared
 
 	// Inline storage: a small payload is prepared in one allocation.
 	treeBuf    [256]byte
 	descBuf    [64]byte
 	regionsBuf [4]region
 }
+
+// prepared holds released Prepareds for reuse: a put prepares one payload
+// after another, and each would otherwise allocate its Prepared and the
+// tree buffer a larger payload grows.
+var prepared = sync.Pool{New: func() any {
+	p := new(Prepared)
+	p.enc = wire.Encoder{Tensor: p.reference, CheckLeaf: p.checkLeaf}
+	return p
+}}
+
+// keptTree bounds the tree buffer a released Prepared keeps for the next
+// one: larger ones go to the garbage collector.
+const keptTree = 64 << 10
 
 // Prepare walks v once (see wire.Encoder for the accepted values). With
 // tensors, it lays out a tensor frame; without, the result is v's plain
@@ -95,36 +109,59 @@ type Prepared struct {
 // than limit, the tensors' data passes it, or the whole frame would. Like
 // the Python reference, a tensor-free result is only checked for its arrays
 // and images; compare Size with the room you have.
+//
+// The caller may Release the result once done with it.
 func Prepare(v any, limit int) (*Prepared, error) {
-	p := &Prepared{limit: limit}
-	p.tree, p.desc, p.regions = p.treeBuf[:0], p.descBuf[:0], p.regionsBuf[:0]
-	enc := wire.Encoder{Tensor: p.reference}
-	if limit > 0 {
-		enc.CheckLeaf = p.checkLeaf
+	p := prepared.Get().(*Prepared)
+	if err := p.prepare(v, limit); err != nil {
+		p.Release()
+		return nil, err
 	}
+	return p, nil
+}
+
+func (p *Prepared) prepare(v any, limit int) error {
+	p.limit = limit
+	if cap(p.tree) == 0 {
+		p.tree = p.treeBuf[:0]
+	}
+	p.desc, p.regions = p.descBuf[:0], p.regionsBuf[:0]
 	var err error
-	if p.tree, err = enc.Append(p.tree, v); err != nil {
-		return nil, fmt.Errorf("frame: %w", err)
+	if p.tree, err = p.enc.Append(p.tree, v); err != nil {
+		return fmt.Errorf("frame: %w", err)
 	}
 	if len(p.regions) == 0 {
 		p.size = len(p.tree)
-		return p, nil
+		return nil
 	}
 	var scratch [8]byte
 	p.headerLen = 1 + len(wire.AppendArrayHeader(scratch[:0], len(p.regions))) + len(p.desc) +
 		len(wire.AppendBinHeader(scratch[:0], len(p.tree))) + len(p.tree) + 2 + nonceSize
 	if uint64(p.headerLen) > math.MaxUint32 {
-		return nil, fmt.Errorf("frame: header of %d bytes: %w", p.headerLen, ErrTooLarge)
+		return fmt.Errorf("frame: header of %d bytes: %w", p.headerLen, ErrTooLarge)
 	}
 	p.size = align16(4+p.headerLen) + p.dataSize
 	if limit > 0 && p.size > limit {
-		return nil, fmt.Errorf("frame: %d bytes, limit %d: %w", p.size, limit, ErrTooLarge)
+		return fmt.Errorf("frame: %d bytes, limit %d: %w", p.size, limit, ErrTooLarge)
 	}
-	return p, nil
+	return nil
+}
+
+// Release hands p back for a later Prepare to reuse; the caller must not use
+// p afterwards. It is optional: a Prepared never released is garbage
+// collected.
+func (p *Prepared) Release() {
+	clear(p.regions) // the payload's tensors are the caller's
+	if cap(p.tree) > keptTree {
+		p.tree = nil
+	}
+	p.tree, p.desc, p.regions = p.tree[:0], nil, nil
+	p.headerLen, p.dataSize, p.size, p.limit = 0, 0, 0, 0
+	prepared.Put(p)
 }
 
 func (p *Prepared) checkLeaf(n int) error {
-	if n > p.limit {
+	if p.limit > 0 && n > p.limit {
 		return fmt.Errorf("frame: leaf of %d bytes, limit %d: %w", n, p.limit, ErrTooLarge)
 	}
 	return nil
@@ -232,7 +269,8 @@ func decode(b []byte, owned bool) (any, error) {
 		return nil, corrupt("%w", err)
 	}
 	var small [8]descriptor
-	descs, dims, tree, nonce, err := readHeader(wire.NewReader(header), len(data), small[:0])
+	var smallDims [16]int
+	descs, dims, tree, nonce, err := readHeader(wire.NewReader(header), len(data), small[:0], smallDims[:0])
 	if err != nil {
 		return nil, corrupt("header: %w", err)
 	}
@@ -241,7 +279,10 @@ func decode(b []byte, owned bool) (any, error) {
 	for _, d := range descs {
 		extent = max(extent, d.offset+d.size)
 	}
-	tensors := make([]tensor.Tensor, len(descs))
+	refs := newRefs(len(descs), len(dims))
+	refs.noNonce = len(nonce) != nonceSize
+	copy(refs.nonce[:], nonce)
+	copy(refs.dims, dims) // out of the stack buffer: shapes outlive this call
 	var storage []byte
 	switch {
 	case len(data) > ownerLimit && len(descs) != 1:
@@ -252,9 +293,9 @@ func decode(b []byte, owned bool) (any, error) {
 		copy(storage, data)
 	}
 	for i, d := range descs {
-		t := &tensors[i]
+		t := &refs.tensors[i]
 		t.DType = d.dtype
-		t.Shape = dims[d.dims : d.dims+d.rank : d.dims+d.rank]
+		t.Shape = refs.dims[d.dims : d.dims+d.rank : d.dims+d.rank]
 		switch {
 		case d.size == 0:
 			t.Data = []byte{}
@@ -265,24 +306,64 @@ func decode(b []byte, owned bool) (any, error) {
 			copy(t.Data, data[d.offset:])
 		}
 	}
-
-	dec := wire.Decoder{Owned: owned, Ext: func(e wire.Ext) (any, bool, error) {
-		// Only a reference with this message's nonce is a tensor; any
-		// other ext is a literal (SPEC §4).
-		if e.Code != refCode || len(e.Data) != refSize || !bytes.Equal(e.Data[:nonceSize], nonce) {
-			return nil, false, nil
-		}
-		index := binary.LittleEndian.Uint32(e.Data[nonceSize:])
-		if uint64(index) >= uint64(len(tensors)) {
-			return nil, false, corrupt("reference to tensor %d of %d", index, len(tensors))
-		}
-		return &tensors[index], true, nil
-	}}
-	v, err := dec.Decode(tree)
+	v, err := (&wire.Decoder{Owned: owned, Ext: refs}).Decode(tree)
 	if err != nil {
 		return nil, fmt.Errorf("%w: tree: %w", ErrCorrupt, err)
 	}
 	return v, nil
+}
+
+// refs are a decoded frame's tensors, which its tree refers to by index
+// under its nonce (SPEC §4). The result keeps pointers into tensors, so
+// what they share stays small: the tensor structs and their shapes, never
+// their data.
+type refs struct {
+	nonce   [nonceSize]byte
+	noNonce bool // the header's nonce is not 16 bytes: nothing refers
+	tensors []tensor.Tensor
+	dims    []int // every tensor's shape, one after the other
+}
+
+// oneRef and fewRefs are refs for the usual frames, one tensor, or a few
+// with few dimensions in all, each in one allocation: less garbage per
+// message, sized for the commonest (one tensor).
+type oneRef struct {
+	refs
+	tensors [1]tensor.Tensor
+	dims    [4]int
+}
+
+type fewRefs struct {
+	refs
+	tensors [4]tensor.Tensor
+	dims    [8]int
+}
+
+func newRefs(tensors, dims int) *refs {
+	switch {
+	case tensors <= len(oneRef{}.tensors) && dims <= len(oneRef{}.dims):
+		o := new(oneRef)
+		o.refs.tensors, o.refs.dims = o.tensors[:tensors], o.dims[:dims]
+		return &o.refs
+	case tensors <= len(fewRefs{}.tensors) && dims <= len(fewRefs{}.dims):
+		f := new(fewRefs)
+		f.refs.tensors, f.refs.dims = f.tensors[:tensors], f.dims[:dims]
+		return &f.refs
+	}
+	return &refs{tensors: make([]tensor.Tensor, tensors), dims: make([]int, dims)}
+}
+
+// DecodeExt turns a reference with this message's nonce into its tensor;
+// any other ext is a literal (SPEC §4).
+func (r *refs) DecodeExt(e wire.Ext) (any, bool, error) {
+	if r.noNonce || e.Code != refCode || len(e.Data) != refSize || [nonceSize]byte(e.Data) != r.nonce {
+		return nil, false, nil
+	}
+	index := binary.LittleEndian.Uint32(e.Data[nonceSize:])
+	if uint64(index) >= uint64(len(r.tensors)) {
+		return nil, false, corrupt("reference to tensor %d of %d", index, len(r.tensors))
+	}
+	return &r.tensors[index], true, nil
 }
 
 // Detect reports whether b is a tensor frame (payload kind 1) rather than
@@ -299,7 +380,8 @@ func Detect(b []byte) bool {
 		return false
 	}
 	var small [8]descriptor
-	_, _, _, nonce, err := readHeader(wire.NewReader(header), len(data), small[:0])
+	var smallDims [16]int
+	_, _, _, nonce, err := readHeader(wire.NewReader(header), len(data), small[:0], smallDims[:0])
 	return err == nil && len(nonce) == nonceSize
 }
 
@@ -312,6 +394,7 @@ func Marshal(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer p.Release()
 	b := make([]byte, p.Size())
 	if err := p.Write(b); err != nil {
 		return nil, err

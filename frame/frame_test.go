@@ -515,3 +515,85 @@ func TestPrepareReferencesSources(t *testing.T) {
 		t.Fatal("Write accepted a source whose size changed since Prepare")
 	}
 }
+
+// A released Prepared serves later payloads exactly as a new one would: a
+// small tree or a large one, with tensors or without, in any order.
+func TestReleaseReuse(t *testing.T) {
+	large := make([]any, 200) // a tree past the inline buffer
+	for i := range large {
+		large[i] = int64(i) << 20
+	}
+	payloads := []any{
+		map[string]any{"t": filled(t, tensor.Float32, 2, 3, 4)},
+		map[string]any{"ids": large},
+		map[string]any{"a": filled(t, tensor.Int64, 1, 5), "b": filled(t, tensor.Uint8, 3, 7), "n": "x"},
+		"plain",
+		map[string]any{"ids": large, "t": filled(t, tensor.Int16, 4, 2)},
+	}
+	for round := range 3 {
+		for i, v := range payloads {
+			want, err := frame.Marshal(v) // its own Prepared, released inside
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := frame.Prepare(v, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, p.Size())
+			if err := p.Write(got); err != nil {
+				t.Fatal(err)
+			}
+			tensors := p.Tensors()
+			p.Release()
+			if tensors != frame.Detect(want) {
+				t.Fatalf("round %d payload %d: Tensors() = %v after reuse", round, i, tensors)
+			}
+			if frame.Detect(got) {
+				// Nonces differ per message: compare what they decode to.
+				a, errA := frame.Decode(got)
+				b, errB := frame.Decode(want)
+				if errA != nil || errB != nil {
+					t.Fatalf("round %d payload %d: %v, %v", round, i, errA, errB)
+				}
+				if err := vectortest.SameValue(a, b); err != nil {
+					t.Fatalf("round %d payload %d: %v", round, i, err)
+				}
+			} else if !bytes.Equal(got, want) {
+				t.Fatalf("round %d payload %d: %x, want %x", round, i, got, want)
+			}
+		}
+	}
+}
+
+// The put and get of a small payload allocate only what the codec must: a
+// put nothing (its Prepared is released and reused), a get the tensor data,
+// one block for the tensors and their shapes, and the result's map.
+func TestSmallFrameAllocations(t *testing.T) {
+	payload := map[string]any{"codes": filled(t, tensor.Int64, 0, 56)}
+	buf := make([]byte, 4096)
+	var size int
+	put := testing.AllocsPerRun(100, func() {
+		p, err := frame.Prepare(payload, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size = p.Size()
+		if err := p.Write(buf[:size]); err != nil {
+			t.Fatal(err)
+		}
+		p.Release()
+	})
+	get := testing.AllocsPerRun(100, func() {
+		if _, err := frame.Decode(buf[:size]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if raceEnabled {
+		put = 0
+	}
+	// The map is a header and a group of slots (Go's maps since 1.24).
+	if put != 0 || get > 4 {
+		t.Fatalf("a small frame costs %v allocations to put, %v to get; want 0 and at most 4", put, get)
+	}
+}

@@ -18,12 +18,11 @@ type descriptor struct {
 }
 
 // readHeader reads a frame's header, [descriptors, tree, nonce] (SPEC §4),
-// for a data area of dataLen bytes. It appends the descriptors to descs
-// (storage the caller may keep on its stack, hence no result struct: the
-// shapes escape into the tensors and would take descs along) and returns
-// every shape as a window of the one list dims; tree and nonce alias the
+// for a data area of dataLen bytes. It appends the descriptors to descs and
+// every shape to dims, each as a window of that one list (storage the caller
+// may keep on its stack, hence no result struct); tree and nonce alias the
 // header. Its errors do not wrap ErrCorrupt: the caller adds it.
-func readHeader(h *wire.Reader, dataLen int, descs []descriptor) (_ []descriptor, dims []int, tree, nonce []byte, err error) {
+func readHeader(h *wire.Reader, dataLen int, descs []descriptor, dims []int) (_ []descriptor, _ []int, tree, nonce []byte, err error) {
 	fail := func(format string, a ...any) ([]descriptor, []int, []byte, []byte, error) {
 		return nil, nil, nil, nil, fmt.Errorf(format, a...)
 	}
@@ -37,10 +36,10 @@ func readHeader(h *wire.Reader, dataLen int, descs []descriptor) (_ []descriptor
 	if count > h.Len()/4 { // a descriptor takes at least 4 bytes
 		return fail("%d descriptors in %d bytes", count, h.Len())
 	}
-	dims = make([]int, 0, 2*count)
 	total := 0
 	for i := range count {
-		d, err := readDescriptor(h, &dims, dataLen)
+		var d descriptor
+		d, dims, err = readDescriptor(h, dims, dataLen)
 		if err != nil {
 			return fail("descriptor %d: %w", i, err)
 		}
@@ -64,43 +63,45 @@ func readHeader(h *wire.Reader, dataLen int, descs []descriptor) (_ []descriptor
 	return descs, dims, tree, nonce, nil
 }
 
-// readDescriptor reads [dtype_name, shape, offset], appending the shape to
-// dims, and checks the tensor lies within a data area of dataLen bytes.
-func readDescriptor(h *wire.Reader, dims *[]int, dataLen int) (descriptor, error) {
+// readDescriptor reads [dtype_name, shape, offset], appends the shape to
+// dims and returns dims, and checks the tensor lies within a data area of
+// dataLen bytes. (dims by value: through a pointer, a caller's stack buffer
+// would escape.)
+func readDescriptor(h *wire.Reader, dims []int, dataLen int) (descriptor, []int, error) {
 	var d descriptor
 	if n, err := h.ArrayLen(); err != nil || n != 3 {
-		return d, errors.New("not [dtype, shape, offset]")
+		return d, dims, errors.New("not [dtype, shape, offset]")
 	}
 	name, err := h.Str()
 	if err != nil {
-		return d, fmt.Errorf("dtype: %w", err)
+		return d, dims, fmt.Errorf("dtype: %w", err)
 	}
 	dt, ok := tensor.LookupDType(string(name))
 	if !ok {
-		return d, fmt.Errorf("%w: %q", tensor.ErrUnknownDType, name)
+		return d, dims, fmt.Errorf("%w: %q", tensor.ErrUnknownDType, name)
 	}
 	rank, err := h.ArrayLen()
 	if err != nil {
-		return d, fmt.Errorf("shape: %w", err)
+		return d, dims, fmt.Errorf("shape: %w", err)
 	}
-	d.dtype, d.dims, d.rank = dt, len(*dims), rank
+	d.dtype, d.dims, d.rank = dt, len(dims), rank
 	for range rank {
 		n, err := readSize(h)
 		if err != nil {
-			return d, fmt.Errorf("shape: %w", err)
+			return d, dims, fmt.Errorf("shape: %w", err)
 		}
-		*dims = append(*dims, n)
+		dims = append(dims, n)
 	}
-	if d.size, err = tensor.ByteSize((*dims)[d.dims:], dt.ItemSize()); err != nil {
-		return d, err
+	if d.size, err = tensor.ByteSize(dims[d.dims:], dt.ItemSize()); err != nil {
+		return d, dims, err
 	}
 	if d.offset, err = readSize(h); err != nil {
-		return d, fmt.Errorf("offset: %w", err)
+		return d, dims, fmt.Errorf("offset: %w", err)
 	}
 	if d.offset > dataLen || d.size > dataLen-d.offset {
-		return d, fmt.Errorf("tensor of %d bytes at offset %d past the %d-byte data area", d.size, d.offset, dataLen)
+		return d, dims, fmt.Errorf("tensor of %d bytes at offset %d past the %d-byte data area", d.size, d.offset, dataLen)
 	}
-	return d, nil
+	return d, dims, nil
 }
 
 // readSize reads a dimension or an offset: a non-negative integer that fits

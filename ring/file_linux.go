@@ -35,18 +35,43 @@ type counters struct {
 	scans, takes                               atomic.Int64 // locked scans of attached rings, frames claimed
 }
 
+// flock takes or releases the ring lock, one system call when nobody else
+// holds it. An unlock and a non-blocking try never block, so they skip the
+// scheduler's bookkeeping for a call that may block (entersyscall and
+// exitsyscall cost about as much as an uncontended flock itself); a
+// blocking LOCK_EX tries without waiting first and blocks, as a system call
+// the scheduler knows of, only on contention.
 func (c *counters) flock(fd, how int) error {
 	if c != nil {
 		c.flocks.Add(1)
 	}
-	for {
-		err := unix.Flock(fd, how)
-		if err != unix.EINTR {
-			if err == unix.EWOULDBLOCK {
-				return errBusy
-			}
+	if how == unix.LOCK_EX {
+		if err := rawFlock(fd, unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
 			return err
 		}
+		for {
+			if err := unix.Flock(fd, how); err != unix.EINTR {
+				return err
+			}
+		}
+	}
+	if err := rawFlock(fd, how); err != unix.EWOULDBLOCK {
+		return err
+	}
+	return errBusy
+}
+
+// rawFlock is flock(2) for calls that cannot block; it retries EINTR.
+func rawFlock(fd, how int) error {
+	for {
+		_, _, errno := unix.RawSyscall(unix.SYS_FLOCK, uintptr(fd), uintptr(how), 0)
+		switch errno {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return errno
 	}
 }
 

@@ -399,10 +399,8 @@ func (ix *index) scan(data []byte, head, tail uint64) error {
 			ix.frames++
 		}
 		if f.kind != kindPadding && f.state == stateReady {
-			key := frameKey(data, pos, f)
-			if p, ok := ix.byKey[string(key)]; !ok || p != pos {
-				ix.add(string(key), pos)
-			}
+			// Positions only grow: no frame from the cursor on is indexed.
+			ix.add(string(frameKey(data, pos, f)), pos)
 		}
 	}
 	ix.prune(tail)

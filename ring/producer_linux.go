@@ -19,6 +19,7 @@ import (
 // producer is a ring this process owns.
 type producer struct {
 	name, path string
+	edge       edgeKey
 	mu         sync.Mutex
 	m          *mapping
 	ix         index // every ready frame of the ring: only this process puts
@@ -50,10 +51,17 @@ func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(ds
 	if p.closed {
 		return d, false, ErrClosed
 	}
-	if err := t.stats.flock(p.m.fd, unix.LOCK_EX); err != nil {
+	return p.put(&t.stats, key, kind, total, size, write)
+}
+
+// put is Put under p.mu: it places and publishes one frame under the ring
+// lock. (Its own function, so that each has few enough returns for its
+// defers to be inlined: this is the put path's floor.)
+func (p *producer) put(c *counters, key string, kind Kind, total uint64, size int, write func(dst []byte) error) (d descriptor.RingHandle, ok bool, err error) {
+	if err := c.flock(p.m.fd, unix.LOCK_EX); err != nil {
 		return d, false, fmt.Errorf("ring: lock %s: %w", p.name, err)
 	}
-	defer t.stats.flock(p.m.fd, unix.LOCK_UN)
+	defer c.flock(p.m.fd, unix.LOCK_UN)
 	data, capacity := p.m.data, p.m.capacity
 	head := p.m.head()
 	tail, err := p.reclaim()
@@ -79,8 +87,10 @@ func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(ds
 	writeFrame(data, head, frame{total: uint32(total), payloadLen: uint32(size), kind: kind, keyLen: uint16(len(key))})
 	// Retire an earlier version under the lock every reader takes, before
 	// the new frame is published (SPEC §1 one publisher per key). The next
-	// put reclaims its space.
-	p.retire(key, false)
+	// put reclaims its space; add replaces its index entry.
+	if pos, ok := p.ix.byKey[key]; ok {
+		p.markDone(pos)
+	}
 	p.m.setHead(head + total)
 	p.ix.add(key, head)
 	p.ix.cursor = head + total
@@ -124,13 +134,22 @@ func (p *producer) retire(s string, byPrefix bool) int {
 	n := 0
 	p.each(s, byPrefix, func(k string, pos uint64) bool {
 		delete(p.ix.byKey, k)
-		if f, err := readFrame(p.m.data, pos); err == nil && f.state == stateReady && f.kind != kindPadding {
-			markDone(p.m.data, pos)
+		if p.markDone(pos) {
 			n++
 		}
 		return true
 	})
 	return n
+}
+
+// markDone retires the frame at pos if it is a ready payload, and reports
+// whether it was. p.mu and the ring lock are held.
+func (p *producer) markDone(pos uint64) bool {
+	if f, err := readFrame(p.m.data, pos); err == nil && f.state == stateReady && f.kind != kindPadding {
+		markDone(p.m.data, pos)
+		return true
+	}
+	return false
 }
 
 // retireAll marks every ready frame done, under the ring lock: a receiver
@@ -152,6 +171,15 @@ func (p *producer) retireAll(c *counters) error {
 // producer returns the ring of an edge, creating it on first use; nil if
 // the edge is disabled after a setup failure.
 func (t *Transport) producer(ek edgeKey) (*producer, error) {
+	// The put path reads a published list, without t.mu: a process puts on
+	// a few edges, and comparing their names costs less than hashing them.
+	if list := t.owned.Load(); list != nil && !t.closed.Load() {
+		for _, p := range *list {
+			if p.edge == ek {
+				return p, nil
+			}
+		}
+	}
 	t.mu.RLock()
 	p, closed, disabled := t.producers[ek], t.closed.Load(), t.disabled[ek]
 	t.mu.RUnlock()
@@ -186,6 +214,12 @@ func (t *Transport) producer(ek edgeKey) (*producer, error) {
 		return nil, nil
 	}
 	t.producers[ek] = p
+	owned := make([]*producer, 0, len(t.producers))
+	if list := t.owned.Load(); list != nil {
+		owned = append(owned, *list...)
+	}
+	owned = append(owned, p)
+	t.owned.Store(&owned)
 	return p, nil
 }
 
@@ -211,7 +245,7 @@ func (t *Transport) setup(ek edgeKey) (*producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &producer{name: name, path: scope.Path(name), m: m}
+	p := &producer{name: name, path: scope.Path(name), edge: ek, m: m}
 	for attempt := 0; ; attempt++ {
 		err = updateRegistry(dir, &t.stats, func(dirfd int) error {
 			fd, err := unix.Openat(dirfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)

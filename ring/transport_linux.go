@@ -43,6 +43,7 @@ type Transport struct {
 	// Lock-free copies for the poll path, published under mu.
 	edgeList  atomic.Pointer[[]*edgeState]
 	watchView atomic.Pointer[watcher]
+	owned     atomic.Pointer[[]*producer] // for Put: t.producers' values
 }
 
 type edgeKey struct{ from, to string }

@@ -17,6 +17,7 @@ const (
 	lockPrefix    = "shm_"
 	lockSuffix    = "_lockfile.lock"
 	tempFIFO      = ".tmp_"
+	sleepersFile  = ".sleepers_"
 )
 
 // NewID returns a random version-4 UUID in Python's uuid4().hex form: the
@@ -104,6 +105,12 @@ func FIFOName(stage, id string) string { return stage + "_" + id }
 // place once its read end is open: producers match only "{stage}_*", so
 // they never open it while it has no reader.
 func TempFIFOName(id string) string { return tempFIFO + id }
+
+// SleepersName is the name, in the wake directory, of the Go-only file in
+// which the receiver of FIFO fifoName counts the goroutines asleep on it
+// (package wake): .sleepers_{fifo name}. No producer's "{stage}_*" matches
+// it; Python peers never look at it.
+func SleepersName(fifoName string) string { return sleepersFile + fifoName }
 
 // FIFOStage returns the stage of a wake FIFO name {stage}_{uuid4 hex}.
 func FIFOStage(name string) (string, bool) {

@@ -82,8 +82,12 @@ func TestBuiltNamesParseBack(t *testing.T) {
 	if s, ok := FIFOStage(FIFOName("12", id)); !ok || s != "12" {
 		t.Errorf("FIFOStage(FIFOName) = %q, %v", s, ok)
 	}
-	if !IsStageFIFO(FIFOName("1", id), "1") || IsStageFIFO(FIFOName("12", id), "1") || IsStageFIFO(TempFIFOName(id), "1") {
+	if !IsStageFIFO(FIFOName("1", id), "1") || IsStageFIFO(FIFOName("12", id), "1") || IsStageFIFO(TempFIFOName(id), "1") ||
+		IsStageFIFO(SleepersName(FIFOName("1", id)), "1") {
 		t.Error("IsStageFIFO")
+	}
+	if _, ok := FIFOStage(SleepersName(FIFOName("1", id))); ok {
+		t.Error("FIFOStage(SleepersName) is a FIFO's")
 	}
 	if k, ok := LockKey(LockName("req_1")); !ok || k != "req_1" {
 		t.Errorf("LockKey(LockName) = %q, %v", k, ok)

@@ -67,14 +67,6 @@ var dtypeInfo = [...]struct {
 	Float64: {"float64", 8}, Complex64: {"complex64", 8}, Complex128: {"complex128", 16},
 }
 
-var dtypeByName = func() map[string]DType {
-	m := make(map[string]DType, len(dtypeInfo))
-	for d := Bool; d <= Complex128; d++ {
-		m[dtypeInfo[d].name] = d
-	}
-	return m
-}()
-
 // ParseDType maps a PyTorch dtype name ("float32", "bfloat16", ...) to a DType.
 func ParseDType(name string) (DType, error) {
 	if d, ok := LookupDType(name); ok {
@@ -84,11 +76,46 @@ func ParseDType(name string) (DType, error) {
 }
 
 // LookupDType is ParseDType without an error value: ok is false for a name
-// outside SPEC §4. It is small enough to inline, so a decoder can look up
+// outside SPEC §4. name does not escape, so a decoder can look up
 // LookupDType(string(b)) straight from its input without allocating.
 func LookupDType(name string) (d DType, ok bool) {
-	d, ok = dtypeByName[name]
-	return d, ok
+	// A switch compiles to a search by length, then a comparison or two:
+	// cheaper than hashing the name for a map lookup.
+	switch name {
+	case "bool":
+		d = Bool
+	case "uint8":
+		d = Uint8
+	case "int8":
+		d = Int8
+	case "int16":
+		d = Int16
+	case "int32":
+		d = Int32
+	case "int64":
+		d = Int64
+	case "uint16":
+		d = Uint16
+	case "uint32":
+		d = Uint32
+	case "uint64":
+		d = Uint64
+	case "float16":
+		d = Float16
+	case "bfloat16":
+		d = BFloat16
+	case "float32":
+		d = Float32
+	case "float64":
+		d = Float64
+	case "complex64":
+		d = Complex64
+	case "complex128":
+		d = Complex128
+	default:
+		return 0, false
+	}
+	return d, true
 }
 
 // Valid reports whether d is one of the dtypes of SPEC §4.

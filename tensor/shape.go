@@ -29,7 +29,9 @@ func ByteSize(shape []int, itemSize int) (int, error) {
 	n := itemSize
 	for _, dim := range shape {
 		if n > maxBytes/dim {
-			return 0, fmt.Errorf("%w: shape %v overflows", ErrShape, shape)
+			// A copy: formatting shape itself would make every caller's
+			// shape escape, a stack buffer included.
+			return 0, fmt.Errorf("%w: shape %v overflows", ErrShape, slices.Clone(shape))
 		}
 		n *= dim
 	}

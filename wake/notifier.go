@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -26,18 +27,23 @@ import (
 // FIFO's creation queued its inotify event before the put, but the
 // goroutine may not have taken it yet: its scheduling latency, measured by
 // BenchmarkDetectLatency at 10 µs median and 50 µs p99, and up to 20 ms on a
-// loaded 2-core VM (the netpoller waits for an idle P or sysmon's poll). So Notify checks the queue itself, with one
-// non-blocking read, whenever the stage has no open FIFO: a stage without
-// receivers is where a new one matters, and costs that read per put. A stage
-// that already has a receiver skips the read, so a second receiver (a
-// replica) created within the window may miss one wakeup and sleep until its
-// poll interval or the next put; its peers were woken. A stage whose last
-// FIFO reports its reader gone (EPIPE) is checked at once, too, so a
-// replaced receiver is found by the same put.
+// loaded 2-core VM (the netpoller waits for an idle P or sysmon's poll). So
+// Notify checks the queue itself, with one non-blocking read, when the
+// stage has no open FIFO: a stage without receivers is where a new one
+// matters. It does so at most once per syncEvery, so a burst of puts to a
+// stage nobody receives from costs no system call per put (the pair
+// benchmark is one); a put that comes syncEvery or more after the last
+// check always makes one. A receiver that appears during a burst is thus
+// woken by the first put syncEvery after the last check at the latest; if
+// the burst ends first, it sleeps until its poll interval. A stage that
+// already has a receiver skips the read, so a second receiver (a replica)
+// created within the window may miss one wakeup and sleep until its poll
+// interval or the next put; its peers were woken. A stage whose last FIFO
+// reports its reader gone (EPIPE) is checked at once, too, so a replaced
+// receiver is found by the same put.
 //
 // Without a wake directory (no receiver in the scope) the Notifier watches
-// its parent and reads that queue once per put: no path lookup, and no
-// window, as above.
+// its parent and reads that queue at those same checks: no path lookup.
 type Notifier struct {
 	dir     string
 	enabled bool
@@ -48,13 +54,33 @@ type Notifier struct {
 	stages map[string]*targets
 	closed bool
 	scans  int // directory scans, for tests
+
+	// due: a stage without a FIFO may check the queue (see checkDue).
+	// A check clears it and rearm has a timer set it again syncEvery
+	// later, so a put reads no clock.
+	due   atomic.Bool
+	timer *time.Timer
+	rearm func() // n.startTimer; tests replace it
+
+	// fence is written by every Notify, a full barrier between the put's
+	// publication and the reads of receivers' sleepers counts (see
+	// sleepers). A word of its own: Notifiers do not share its cache line.
+	fence atomic.Uint32
 }
+
+// syncEvery bounds how often Notify reads the inotify queue itself for a
+// stage without a FIFO (see Notifier): about the reader goroutine's p99
+// latency on a loaded machine, so a missed wakeup costs a receiver that
+// much, while a put stream to a stage without receivers makes one read per
+// thousand puts or so.
+const syncEvery = time.Millisecond
 
 // targets are the open FIFOs of one stage as of a directory epoch.
 type targets struct {
 	epoch   uint64
 	scanned bool
 	fds     []int
+	counts  []*sleepers // of fds[i]; nil: none, write every time
 	// pending are FIFOs that had no reader when found; they are retried
 	// until retryUntil (see retryWindow).
 	pending    []string
@@ -76,6 +102,8 @@ type watcher interface {
 // its Notify does nothing.
 func NewNotifier(dir string) *Notifier {
 	n := &Notifier{dir: dir, enabled: Enabled(), stages: map[string]*targets{}}
+	n.due.Store(true)
+	n.rearm = n.startTimer
 	if n.enabled {
 		n.watch = newWatcher(dir)
 	}
@@ -85,8 +113,10 @@ func NewNotifier(dir string) *Notifier {
 var zeroByte = []byte{0}
 
 // Notify writes one zero byte, without blocking, to every FIFO dir/{to}_* of
-// a numeric stage. Errors are ignored: wakeups are hints (SPEC §8). A full
-// FIFO already holds a wakeup the receiver has not drained.
+// a numeric stage, but for FIFOs whose Go receiver counts no goroutine
+// asleep on it (see sleepers). Errors are ignored: wakeups are hints
+// (SPEC §8). A full FIFO already holds a wakeup the receiver has not
+// drained. The caller published before it calls Notify.
 func (n *Notifier) Notify(to string) {
 	if !n.enabled || !scope.IsNumeric(to) {
 		return
@@ -96,12 +126,13 @@ func (n *Notifier) Notify(to string) {
 	if n.closed {
 		return
 	}
+	n.fence.Add(1)
 	t := n.stages[to]
 	if t == nil {
 		t = &targets{}
 		n.stages[to] = t
 	}
-	now := len(t.fds) == 0
+	now := len(t.fds) == 0 && n.checkDue()
 	if n.watch.changed(now) {
 		n.epoch++
 	}
@@ -119,21 +150,56 @@ func (n *Notifier) Notify(to string) {
 	}
 }
 
-// write writes a wakeup to every FIFO of t and reports whether it dropped
-// one whose reader is gone.
+// checkDue reports whether a stage without a FIFO should check the queue
+// now: no check in the last syncEvery. n.mu is held.
+func (n *Notifier) checkDue() bool {
+	if !n.due.Load() {
+		return false
+	}
+	n.due.Store(false)
+	n.rearm()
+	return true
+}
+
+// startTimer sets due again syncEvery from now. A burst of puts costs one
+// timer per syncEvery; a Notifier that stopped notifying costs nothing.
+// n.mu is held.
+func (n *Notifier) startTimer() {
+	if n.timer == nil {
+		n.timer = time.AfterFunc(syncEvery, func() { n.due.Store(true) })
+		return
+	}
+	n.timer.Reset(syncEvery)
+}
+
+// write writes a wakeup to every FIFO of t whose receiver may sleep, and
+// reports whether it dropped one whose reader is gone. n.fence was written
+// since the put's publication.
 func (t *targets) write() (dropped bool) {
-	kept := t.fds[:0]
-	for _, fd := range t.fds {
-		if _, err := unix.Write(fd, zeroByte); err == unix.EPIPE {
+	kept := 0
+	for i, fd := range t.fds {
+		if c := t.counts[i]; c != nil && c.awake() {
+			// It will find the publication without a wakeup.
+		} else if _, err := unix.Write(fd, zeroByte); err == unix.EPIPE {
 			// The reader is gone; its FIFO will be unlinked or is stale.
 			unix.Close(fd)
+			c.close()
 			dropped = true
 			continue
 		}
-		kept = append(kept, fd)
+		t.fds[kept], t.counts[kept] = fd, t.counts[i]
+		kept++
 	}
-	t.fds = kept
+	clear(t.counts[kept:])
+	t.fds, t.counts = t.fds[:kept], t.counts[:kept]
 	return dropped
+}
+
+// add keeps the FIFO open at fd, and its receiver's sleepers count if it
+// has one.
+func (t *targets) add(fd int, c *sleepers) {
+	t.fds = append(t.fds, fd)
+	t.counts = append(t.counts, c)
 }
 
 // scan replaces t's FIFOs with those now in the directory.
@@ -161,7 +227,7 @@ func (n *Notifier) scan(stage string, t *targets) {
 		fd, err := openTarget(dfd, name)
 		switch {
 		case err == nil:
-			t.fds = append(t.fds, fd)
+			t.add(fd, openSleepers(dfd, scope.SleepersName(name)))
 		case err == unix.ENXIO:
 			t.pending = append(t.pending, filepath.Join(n.dir, name))
 		}
@@ -197,7 +263,8 @@ func (t *targets) retry() {
 		fd, err := openTarget(unix.AT_FDCWD, path)
 		switch {
 		case err == nil:
-			t.fds = append(t.fds, fd)
+			// The sleepers file, if any, was made before the FIFO.
+			t.add(fd, openSleepers(unix.AT_FDCWD, filepath.Join(filepath.Dir(path), scope.SleepersName(filepath.Base(path)))))
 		case err == unix.ENXIO:
 			left = append(left, path)
 		}
@@ -206,10 +273,12 @@ func (t *targets) retry() {
 }
 
 func (t *targets) closeAll() {
-	for _, fd := range t.fds {
+	for i, fd := range t.fds {
 		unix.Close(fd)
+		t.counts[i].close()
 	}
-	t.fds, t.pending = t.fds[:0], nil
+	clear(t.counts)
+	t.fds, t.counts, t.pending = t.fds[:0], t.counts[:0], nil
 }
 
 // Close releases the Notifier's descriptors and stops its goroutine; later
@@ -222,6 +291,9 @@ func (n *Notifier) Close() error {
 		return nil
 	}
 	n.closed = true
+	if n.timer != nil {
+		n.timer.Stop()
+	}
 	for _, t := range n.stages {
 		t.closeAll()
 	}

@@ -1,16 +1,20 @@
 package wake
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"omnishm/internal/shmtest"
+	"omnishm/scope"
 )
 
 // inotifyOf returns n's inotify watcher, or skips where there is none.
@@ -31,6 +35,20 @@ func costOf(n *Notifier, w *inotifyWatch) notifyCost {
 	return notifyCost{w.checks, w.lookups, n.scans}
 }
 
+// notifyFree makes puts notifies of stage 1 and fails t if they cost any
+// check, lookup or scan; it returns the cost so far.
+func notifyFree(t *testing.T, n *Notifier, w *inotifyWatch, puts int, what string) notifyCost {
+	t.Helper()
+	before := costOf(n, w)
+	for range puts {
+		n.Notify("1")
+	}
+	if got := costOf(n, w); got != before {
+		t.Fatalf("%d notifies %s cost %+v, want %+v", puts, what, got, before)
+	}
+	return before
+}
+
 // With a receiver cached and the directory unchanged, Notify makes no system
 // call besides the FIFO write: nothing to detect changes, no scan.
 func TestNotifyUnchangedNoSyscalls(t *testing.T) {
@@ -39,36 +57,46 @@ func TestNotifyUnchangedNoSyscalls(t *testing.T) {
 	n := newNotifier(t, dir)
 	w := inotifyOf(t, n)
 	n.Notify("1") // watches and scans; FIFO writes queue no events
-	before := costOf(n, w)
 	const puts = 100
-	for range puts {
-		n.Notify("1")
-	}
-	if got := costOf(n, w); got != before {
-		t.Fatalf("%d notifies of an unchanged directory cost %+v, want %+v", puts, got, before)
-	}
+	notifyFree(t, n, w, puts, "of an unchanged directory")
 	if got := r.Generation(); got != puts+1 {
 		t.Fatalf("receiver saw %d wakeups, want %d", got, puts+1)
 	}
 }
 
-// A stage without a FIFO pays one read per Notify (the synchronous check
-// that finds a receiver created just before the put), and no lookup.
-func TestNotifyEmptyStageOneRead(t *testing.T) {
-	dir := wakeDir(t)
-	openReceiver(t, dir, "2")
-	n := newNotifier(t, dir)
-	w := inotifyOf(t, n)
-	n.Notify("1")
-	before := costOf(n, w)
-	const puts = 100
-	for range puts {
-		n.Notify("1")
-	}
-	want := before
-	want.checks += puts
-	if got := costOf(n, w); got != want {
-		t.Fatalf("%d notifies of an empty stage cost %+v, want %+v", puts, got, want)
+// A stage without a FIFO pays one read per check of the queue (the
+// synchronous check that finds a receiver created just before the put), and
+// no lookup; a burst of puts checks once per syncEvery.
+func TestNotifyEmptyStageChecksBounded(t *testing.T) {
+	for _, absent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("absent-dir=%v", absent), func(t *testing.T) {
+			dir := wakeDir(t)
+			if !absent {
+				openReceiver(t, dir, "2")
+			}
+			n := newNotifier(t, dir)
+			w := inotifyOf(t, n)
+			n.Notify("1")
+			n.rearm = func() {} // time stands still until the test moves it
+			elapse := func() { n.due.Store(true) }
+			elapse()
+			n.Notify("1") // the first after syncEvery checks
+			before := notifyFree(t, n, w, 100, "within syncEvery")
+			elapse()
+			n.Notify("1")
+			want := before
+			want.checks++
+			if got := costOf(n, w); got != want {
+				t.Fatalf("a notify syncEvery later cost %+v, want %+v", got, want)
+			}
+			// What the check finds: a receiver created since.
+			r := openReceiver(t, dir, "1")
+			elapse()
+			n.Notify("1")
+			if gen, changed := r.WaitForChange(0, patience); !changed || gen != 1 {
+				t.Fatalf("receiver created between checks: %d, %v", gen, changed)
+			}
+		})
 	}
 }
 
@@ -174,8 +202,12 @@ func TestNotifierCloseStopsReader(t *testing.T) {
 		ns = append(ns, n)
 		n.Notify("1")
 	}
-	if got := runtime.NumGoroutine(); got < base+len(ns) {
-		t.Fatalf("%d goroutines with %d notifiers, from %d", got, len(ns), base)
+	// Each reader runs (counting goroutines would also count one that an
+	// earlier test left exiting).
+	for i, w := range ws {
+		if !w.fs.Background() {
+			t.Fatalf("notifier %d: no reader", i)
+		}
 	}
 	for i, n := range ns {
 		if err := n.Close(); err != nil {
@@ -242,6 +274,7 @@ func BenchmarkNotifyCost(b *testing.B) {
 			dir := wakeDir(b)
 			c.setup(b, dir)
 			n := newNotifier(b, dir)
+			n.rearm = n.startTimer // as in production: checks at most every syncEvery
 			n.Notify("1")
 			b.ReportAllocs()
 			r0, w0 := syscallCounts(b)
@@ -275,4 +308,106 @@ func TestDeadReaderChecksEveryNotify(t *testing.T) {
 	if got := costOf(n, w); got != want {
 		t.Fatalf("%d notifies without a reader cost %+v, want %+v", puts, got, want)
 	}
+}
+
+// countSleepers gives r's FIFO a sleepers file, as a Go receiver that
+// counts its sleepers has (removed when the test ends, before r closes).
+func countSleepers(t *testing.T, r *Receiver) *sleepers {
+	t.Helper()
+	dir, name := filepath.Split(r.path)
+	s, err := createSleepers(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.close()
+		if err := removeSleepers(dir, name); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// A FIFO whose receiver counts no sleeper gets no write; one whose receiver
+// counts one does, and so does every FIFO without a usable sleepers file (a
+// Python receiver's, or a file that is not one a receiver made).
+func TestNotifySkipsAwakeReceivers(t *testing.T) {
+	dir := wakeDir(t)
+	counted := openReceiver(t, dir, "1")
+	s := countSleepers(t, counted)
+	python := openReceiver(t, dir, "1")
+	planted := openReceiver(t, dir, "1")
+	bad := filepath.Join(dir, scope.SleepersName(filepath.Base(planted.path)))
+	if err := os.WriteFile(bad, make([]byte, sleepersSize), 0o600); err != nil { // no magic
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(bad) })
+	n := newNotifier(t, dir)
+	step := func(sleeping uint32, want [3]uint64) {
+		t.Helper()
+		s.count().Store(sleeping)
+		n.Notify("1")
+		got := [3]uint64{counted.Generation(), python.Generation(), planted.Generation()}
+		if got != want {
+			t.Fatalf("with %d asleep: counted, python, planted saw %v wakeups, want %v", sleeping, got, want)
+		}
+	}
+	step(0, [3]uint64{0, 1, 1})
+	step(1, [3]uint64{1, 2, 2})
+	step(2, [3]uint64{2, 3, 3})
+	step(0, [3]uint64{2, 4, 4})
+}
+
+// The receiver's side of the protocol (count, check again, sleep, uncount)
+// against a producer that publishes and notifies, one message at a time:
+// the producer publishes the next only once the receiver took the last, so
+// a wakeup lost would leave the receiver asleep, and the test failing at
+// its deadline. Random pauses vary how the two interleave.
+func TestSleepersLoseNoWakeup(t *testing.T) {
+	dir := wakeDir(t)
+	r := openReceiver(t, dir, "1")
+	s := countSleepers(t, r)
+	n := newNotifier(t, dir)
+	const messages = 2000
+	var published, taken atomic.Uint64 // published: a ring's head, in effect
+	pause := func() {
+		for range rand.N(3) {
+			runtime.Gosched()
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range uint64(messages) {
+			for taken.Load() < i {
+				runtime.Gosched()
+			}
+			pause()
+			published.Store(i + 1)
+			n.Notify("1")
+		}
+	}()
+	slept := 0
+	for seen := uint64(0); seen < messages; {
+		if published.Load() > seen {
+			seen++
+			taken.Store(seen)
+			continue
+		}
+		s.count().Add(1)
+		gen := r.Generation()
+		pause()
+		if published.Load() > seen { // the check after counting
+			s.count().Add(^uint32(0))
+			continue
+		}
+		slept++
+		_, woken := r.WaitForChange(gen, patience)
+		s.count().Add(^uint32(0))
+		if !woken {
+			t.Fatalf("message %d: asleep with nothing to wake it (%d published)", seen+1, published.Load())
+		}
+	}
+	<-done
+	t.Logf("%d messages, %d sleeps", messages, slept)
 }

@@ -123,9 +123,14 @@ func openReceiver(t testing.TB, dir, stage string) *Receiver {
 	return r
 }
 
+// newNotifier returns a Notifier for which syncEvery has always passed, so
+// that every put to a stage without a FIFO checks the queue: tests of what
+// a check finds do not depend on how fast they run.
+// TestNotifyEmptyStageChecksBounded controls the time itself.
 func newNotifier(t testing.TB, dir string) *Notifier {
 	n := NewNotifier(dir)
 	t.Cleanup(func() { n.Close() })
+	n.rearm = func() { n.due.Store(true) }
 	return n
 }
 

@@ -36,8 +36,8 @@ const (
 // A missing directory is followed through a watch on its parent in a
 // second, passive instance that only Notify reads, without blocking: the
 // parent (/dev/shm) is busy with every process's segments, and nobody
-// should wake for those. That costs one read per Notify, and no path
-// lookup, until the directory appears.
+// should wake for those. That costs one read per synchronous check, and no
+// path lookup, until the directory appears.
 //
 // Everything here belongs to the caller of changed and close (Notifier.mu).
 type inotifyWatch struct {
@@ -81,7 +81,9 @@ func (w *inotifyWatch) changed(now bool) bool {
 	case unarmed:
 		return w.arm()
 	case absent:
-		if !w.drainParent() {
+		// The parent's instance is passive: its queue is read here, when a
+		// put asks for it, and only then.
+		if !now || !w.drainParent() {
 			return false
 		}
 		return w.arm()

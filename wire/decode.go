@@ -13,16 +13,24 @@ import (
 // fields exist for the tensor frame codec (SPEC §4) and for callers that
 // need maps in their wire order.
 type Decoder struct {
-	// Ext, if set, sees each extension first. Its Data aliases the input and
-	// is valid only during the call. If it reports ok, its value replaces the
-	// extension; otherwise the extension decodes as a literal Ext.
-	Ext func(Ext) (v any, ok bool, err error)
+	// Ext, if set, sees each extension first (the tensor frame's
+	// references).
+	Ext ExtDecoder
 	// Ordered decodes maps as Map, in wire order, instead of Go maps.
 	Ordered bool
 	// Owned says the caller hands b over: bins of at least OwnedAliasMin
 	// bytes (tensor data, in practice) alias b instead of being copied.
 	// Smaller ones are still copied, so keeping one does not pin all of b.
 	Owned bool
+}
+
+// ExtDecoder decodes extensions for a Decoder. (An interface, not a func:
+// a decoder with state of its own then costs no closure per message.)
+type ExtDecoder interface {
+	// DecodeExt sees one extension. Its Data aliases the input and is
+	// valid only during the call. If it reports ok, v replaces the
+	// extension; otherwise the extension decodes as a literal Ext.
+	DecodeExt(e Ext) (v any, ok bool, err error)
 }
 
 // OwnedAliasMin is the smallest bin that Decoder.Owned lets alias the input.
@@ -279,7 +287,7 @@ func (s *decodeState) ext(c byte) (any, error) {
 		return nil, err
 	}
 	if s.Ext != nil {
-		v, ok, err := s.Ext(e)
+		v, ok, err := s.Ext.DecodeExt(e)
 		if err != nil {
 			return nil, err
 		}

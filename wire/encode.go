@@ -194,6 +194,9 @@ func (s *encodeState) stringMap(b []byte, m map[string]any) ([]byte, error) {
 	if err := s.enter(); err != nil {
 		return b, err
 	}
+	if len(m) <= smallMap {
+		return s.smallStringMap(b, m)
+	}
 	// Keys go on a shared stack so nested maps reuse one allocation.
 	base := len(s.keys)
 	for k := range m {
@@ -210,6 +213,39 @@ func (s *encodeState) stringMap(b []byte, m map[string]any) ([]byte, error) {
 		}
 	}
 	s.keys = s.keys[:base]
+	s.depth--
+	return b, nil
+}
+
+// smallMap is the size up to which stringMap sorts a map's entries on the
+// stack: one pass over the map, no second lookup per key.
+const smallMap = 8
+
+// smallStringMap is stringMap for a map of at most smallMap entries; s.enter
+// was called.
+func (s *encodeState) smallStringMap(b []byte, m map[string]any) ([]byte, error) {
+	var entries [smallMap]struct {
+		k string
+		v any
+	}
+	n := 0
+	for k, v := range m {
+		// Insertion sort: a handful of keys.
+		i := n
+		for ; i > 0 && entries[i-1].k > k; i-- {
+			entries[i] = entries[i-1]
+		}
+		entries[i].k, entries[i].v = k, v
+		n++
+	}
+	b = appendMapHeader(b, n)
+	var err error
+	for _, e := range entries[:n] {
+		b = AppendString(b, e.k)
+		if b, err = s.encode(b, e.v); err != nil {
+			return b, err
+		}
+	}
 	s.depth--
 	return b, nil
 }
