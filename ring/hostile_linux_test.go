@@ -43,7 +43,7 @@ func writeU32(t *testing.T, f *os.File, off int64, v uint32) {
 }
 
 // ringOf is the one ring tr produces on edge from->to.
-func ringOf(t *testing.T, tr *Transport, from, to string) string {
+func ringOf(t testing.TB, tr *Transport, from, to string) string {
 	t.Helper()
 	tr.mu.RLock()
 	defer tr.mu.RUnlock()
