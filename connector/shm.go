@@ -71,6 +71,9 @@ func Open(opts Options) (*SHM, error) {
 			c.log.Warn("host ring unavailable; using per-key SHM", "from", from, "to", to, "err", err)
 			c.stats.ringSetupFailed(from, to) // stats
 		},
+		OnCorrupt: func(name string, err error) {
+			c.log.Warn("host ring rejected as corrupt; not attached again until it changes", "ring", name, "err", err)
+		},
 		OnCreate: c.trackRing, // stats: the watchdog's c.track, and Stats().Rings
 		OnRemove: c.forgetRing,
 	})

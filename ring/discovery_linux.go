@@ -76,6 +76,10 @@ func (t *Transport) Receive(from, to, key string, desc *descriptor.RingHandle, d
 			continue
 		}
 		got, ok, dead, err := r.receive(&t.stats, key, nil, decode)
+		if dead && err != nil {
+			t.rejectReader(r, err)
+			continue
+		}
 		if ok || err != nil {
 			return got, ok, err
 		}
@@ -92,7 +96,11 @@ func (t *Transport) Receive(from, to, key string, desc *descriptor.RingHandle, d
 		return Taken{}, false, err
 	}
 	for _, r := range fresh {
-		got, ok, _, err := r.receive(&t.stats, key, nil, decode)
+		got, ok, dead, err := r.receive(&t.stats, key, nil, decode)
+		if dead && err != nil {
+			t.rejectReader(r, err)
+			continue
+		}
 		if ok || err != nil {
 			return got, ok, err
 		}
@@ -297,14 +305,17 @@ func (t *Transport) discover(ek edgeKey, tried []*reader) ([]*reader, error) {
 		t.mu.Unlock()
 		return nil, nil
 	}
+	t.forgetRejectedLocked(es.prefix, names)
 	complete := true
 	var fresh []*reader
 	for _, name := range names {
-		if t.readers[name] != nil {
+		if t.readers[name] != nil || t.stillRejectedLocked(name) {
 			continue
 		}
 		r, err := t.attach(name)
 		switch {
+		case errors.Is(err, errRejected):
+			// Reported once; skipped until its file or marker changes.
 		case err == nil:
 			t.addReaderLocked(r)
 			fresh = append(fresh, r)

@@ -66,3 +66,6 @@ func (t *Transport) edgeStamp(from, to string) (int64, bool) {
 }
 
 var errNoSpace = unix.ENOSPC
+
+// attaches counts the ring files this Transport opened to attach.
+func (t *Transport) attaches() int64 { return t.stats.attaches.Load() }

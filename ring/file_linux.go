@@ -33,6 +33,19 @@ var fallocate = unix.Fallocate
 type counters struct {
 	flocks, dirScans, dirStats, livenessChecks atomic.Int64
 	scans, takes                               atomic.Int64 // locked scans of attached rings, frames claimed
+	attaches                                   atomic.Int64 // ring files opened to attach
+}
+
+// fileID is what stat says of a ring file and its marker: a ring rejected
+// as corrupt is not attached again until one of them changes.
+type fileID struct {
+	dev, ino, size, mtime, ctime uint64
+	marker                       uint64 // the marker's inode, 0 if none
+}
+
+func idOf(st *unix.Stat_t) fileID {
+	return fileID{dev: st.Dev, ino: st.Ino, size: uint64(st.Size),
+		mtime: uint64(st.Mtim.Nano()), ctime: uint64(st.Ctim.Nano())}
 }
 
 // flock takes or releases the ring lock, one system call when nobody else
@@ -147,14 +160,16 @@ func createRing(path string, capacity uint64, creator proc.ID, c *counters, crea
 
 // attachRing maps another process's ring and validates its header under a
 // brief non-blocking lock (SPEC §7 attach). errGone if the file is absent,
-// errBusy on contention, ErrCorrupt for a bad header.
-func attachRing(path string, c *counters) (_ *mapping, h Header, err error) {
+// errBusy on contention, ErrCorrupt or ErrNotInitialized for a bad header
+// (then id is the file's, for the caller to remember).
+func attachRing(path string, c *counters) (_ *mapping, h Header, id fileID, err error) {
+	c.attaches.Add(1)
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if err == unix.ENOENT {
-			return nil, h, errGone
+			return nil, h, id, errGone
 		}
-		return nil, h, fmt.Errorf("ring: open %s: %w", path, err)
+		return nil, h, id, fmt.Errorf("ring: open %s: %w", path, err)
 	}
 	m := &mapping{fd: fd}
 	defer func() {
@@ -163,28 +178,29 @@ func attachRing(path string, c *counters) (_ *mapping, h Header, err error) {
 		}
 	}()
 	if err := c.flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return nil, h, err
+		return nil, h, id, err
 	}
 	defer c.flock(fd, unix.LOCK_UN)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, h, fmt.Errorf("ring: stat %s: %w", path, err)
+		return nil, h, id, fmt.Errorf("ring: stat %s: %w", path, err)
 	}
+	id = idOf(&st)
 	// Only regular files of this uid: /dev/shm is world-writable, and a
 	// descriptor's name could point at a file another user planted.
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != unix.Getuid() ||
 		st.Size < HeaderSize || st.Size > HeaderSize+MaxCapacity {
-		return nil, h, fmt.Errorf("ring: attach %s: %w: not a ring file of this user (%d bytes)", path, ErrCorrupt, st.Size)
+		return nil, h, id, fmt.Errorf("ring: attach %s: %w: not a ring file of this user (%d bytes)", path, ErrCorrupt, st.Size)
 	}
 	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return nil, h, fmt.Errorf("ring: map %s: %w", path, err)
+		return nil, h, id, fmt.Errorf("ring: map %s: %w", path, err)
 	}
 	m.mem, m.data = mem, mem[HeaderSize:]
 	h, err = decodeHeader(mem)
 	if err != nil {
-		return nil, h, fmt.Errorf("ring: attach %s: %w", path, err)
+		return nil, h, id, fmt.Errorf("ring: attach %s: %w", path, err)
 	}
 	m.capacity = h.Capacity
-	return m, h, nil
+	return m, h, id, nil
 }

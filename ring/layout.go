@@ -23,6 +23,13 @@ var (
 	// yet: its producer is still creating it (the marker appears only
 	// after, SPEC §2), or died doing so.
 	ErrNotInitialized = errors.New("ring header not written yet")
+
+	// The faults a corrupt ring is refused for, each wrapping ErrCorrupt,
+	// so that tools can name what is wrong.
+	ErrBadMagic         = fmt.Errorf("%w: bad magic", ErrCorrupt)              // not a ring header
+	ErrCapacityMismatch = fmt.Errorf("%w: capacity mismatch", ErrCorrupt)      // capacity vs file size, or not 16-aligned
+	ErrPositions        = fmt.Errorf("%w: head and tail disagree", ErrCorrupt) // tail after head, or more used than capacity
+	ErrFrame            = fmt.Errorf("%w: bad frame", ErrCorrupt)              // a frame's size, bounds or key
 )
 
 // Kind is a frame's payload kind (SPEC §3).
@@ -121,7 +128,7 @@ func ReadHeader(b []byte) (Header, error) {
 		return Header{}, fmt.Errorf("%w: %d bytes, shorter than the header", ErrCorrupt, len(b))
 	}
 	if [8]byte(b[:8]) != magic {
-		return Header{}, fmt.Errorf("%w: bad magic %q", ErrCorrupt, b[:8])
+		return Header{}, fmt.Errorf("%w %q", ErrBadMagic, b[:8])
 	}
 	le := binary.LittleEndian
 	return Header{
@@ -163,13 +170,13 @@ func decodeHeader(file []byte) (Header, error) {
 func (h Header) check(size uint64) error {
 	switch {
 	case h.Capacity != size:
-		return fmt.Errorf("%w: capacity %d but %d data bytes", ErrCorrupt, h.Capacity, size)
+		return fmt.Errorf("%w: capacity %d but %d data bytes", ErrCapacityMismatch, h.Capacity, size)
 	case h.Capacity == 0 || h.Capacity%16 != 0:
-		return fmt.Errorf("%w: capacity %d", ErrCorrupt, h.Capacity)
+		return fmt.Errorf("%w: capacity %d", ErrCapacityMismatch, h.Capacity)
 	case h.Tail > h.Head:
-		return fmt.Errorf("%w: tail %d after head %d", ErrCorrupt, h.Tail, h.Head)
+		return fmt.Errorf("%w: tail %d after head %d", ErrPositions, h.Tail, h.Head)
 	case h.Head-h.Tail > h.Capacity:
-		return fmt.Errorf("%w: %d used bytes in a capacity of %d", ErrCorrupt, h.Head-h.Tail, h.Capacity)
+		return fmt.Errorf("%w: %d used bytes in a capacity of %d", ErrPositions, h.Head-h.Tail, h.Capacity)
 	}
 	return nil
 }
@@ -189,11 +196,11 @@ type frame struct {
 func readFrame(data []byte, pos uint64) (frame, error) {
 	capacity := uint64(len(data))
 	if capacity < frameHeaderSize {
-		return frame{}, fmt.Errorf("%w: capacity %d", ErrCorrupt, capacity)
+		return frame{}, fmt.Errorf("%w: capacity %d", ErrCapacityMismatch, capacity)
 	}
 	off := pos % capacity
 	if off+frameHeaderSize > capacity {
-		return frame{}, fmt.Errorf("%w: frame header at %d crosses the end", ErrCorrupt, pos)
+		return frame{}, fmt.Errorf("%w: frame header at %d crosses the end", ErrFrame, pos)
 	}
 	return decodeFrame(data[off:off+frameHeaderSize], pos, capacity)
 }
@@ -211,11 +218,11 @@ func decodeFrame(b []byte, pos, capacity uint64) (frame, error) {
 	}
 	total := uint64(f.total)
 	if total < frameHeaderSize || total%16 != 0 || pos%capacity+total > capacity {
-		return frame{}, fmt.Errorf("%w: frame at %d has size %d", ErrCorrupt, pos, f.total)
+		return frame{}, fmt.Errorf("%w: frame at %d has size %d", ErrFrame, pos, f.total)
 	}
 	if f.kind != kindPadding && frameHeaderSize+uint64(f.payloadLen)+uint64(f.keyLen) > total {
 		return frame{}, fmt.Errorf("%w: frame at %d: key %d + payload %d exceed size %d",
-			ErrCorrupt, pos, f.keyLen, f.payloadLen, f.total)
+			ErrFrame, pos, f.keyLen, f.payloadLen, f.total)
 	}
 	return f, nil
 }
@@ -233,7 +240,7 @@ func claimed(h Header, tail, pos uint64, size int, b []byte) (bool, error) {
 		return false, fmt.Errorf("%w: no frame at position %d (head %d)", descriptor.ErrBad, pos, h.Head)
 	}
 	if h.Capacity == 0 || len(b) < frameHeaderSize {
-		return false, fmt.Errorf("%w: capacity %d, %d frame header bytes", ErrCorrupt, h.Capacity, len(b))
+		return false, fmt.Errorf("%w: capacity %d, %d frame header bytes", ErrCapacityMismatch, h.Capacity, len(b))
 	}
 	f, err := decodeFrame(b, pos, h.Capacity)
 	if err != nil {
@@ -284,7 +291,7 @@ func frameTotal(keyLen, payloadLen int) uint64 {
 // (SPEC §3 put): only the producer calls it, under the ring lock.
 func reclaim(data []byte, head, tail uint64) (uint64, error) {
 	if tail > head || head-tail > uint64(len(data)) {
-		return tail, fmt.Errorf("%w: head %d, tail %d, capacity %d", ErrCorrupt, head, tail, len(data))
+		return tail, fmt.Errorf("%w: head %d, tail %d, capacity %d", ErrPositions, head, tail, len(data))
 	}
 	for tail < head {
 		f, err := readFrame(data, tail)
@@ -292,7 +299,7 @@ func reclaim(data []byte, head, tail uint64) (uint64, error) {
 			return tail, err
 		}
 		if uint64(f.total) > head-tail {
-			return tail, fmt.Errorf("%w: frame at %d ends after head %d", ErrCorrupt, tail, head)
+			return tail, fmt.Errorf("%w: frame at %d ends after head %d", ErrFrame, tail, head)
 		}
 		if f.kind != kindPadding && f.state != stateDone {
 			break
@@ -382,7 +389,7 @@ func (ix *index) prune(tail uint64) {
 // stays before it and the error wraps ErrCorrupt.
 func (ix *index) scan(data []byte, head, tail uint64) error {
 	if tail > head || head-tail > uint64(len(data)) {
-		return fmt.Errorf("%w: head %d, tail %d, capacity %d", ErrCorrupt, head, tail, len(data))
+		return fmt.Errorf("%w: head %d, tail %d, capacity %d", ErrPositions, head, tail, len(data))
 	}
 	ix.cursor = max(ix.cursor, tail)
 	for ix.cursor < head {
@@ -392,7 +399,7 @@ func (ix *index) scan(data []byte, head, tail uint64) error {
 			return err
 		}
 		if uint64(f.total) > head-pos { // not pos+total: that may overflow
-			return fmt.Errorf("%w: frame at %d ends after head %d", ErrCorrupt, pos, head)
+			return fmt.Errorf("%w: frame at %d ends after head %d", ErrFrame, pos, head)
 		}
 		ix.cursor += uint64(f.total)
 		if f.kind != kindPadding {
@@ -425,7 +432,7 @@ func Parse(file []byte) (Header, []FrameInfo, error) {
 			return h, frames, err
 		}
 		if uint64(f.total) > h.Head-pos {
-			return h, frames, fmt.Errorf("%w: frame at %d ends after head %d", ErrCorrupt, pos, h.Head)
+			return h, frames, fmt.Errorf("%w: frame at %d ends after head %d", ErrFrame, pos, h.Head)
 		}
 		info := FrameInfo{Position: pos, Total: int(f.total), Kind: f.kind, Done: f.state == stateDone}
 		if f.kind != kindPadding {

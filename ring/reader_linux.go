@@ -3,6 +3,8 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -189,7 +191,7 @@ func (t *Transport) getDescribed(key string, desc *descriptor.RingHandle, decode
 	}
 	if r == nil {
 		t.mu.Lock()
-		if t.closed.Load() {
+		if t.closed.Load() || t.stillRejectedLocked(desc.Name) {
 			t.mu.Unlock()
 			return Taken{}, false, nil
 		}
@@ -197,7 +199,7 @@ func (t *Transport) getDescribed(key string, desc *descriptor.RingHandle, decode
 			var err error
 			if r, err = t.attach(desc.Name); err != nil {
 				t.mu.Unlock()
-				if errors.Is(err, errGone) || errors.Is(err, errDead) || errors.Is(err, errBusy) {
+				if errors.Is(err, errGone) || errors.Is(err, errDead) || errors.Is(err, errBusy) || errors.Is(err, errRejected) {
 					return Taken{}, false, nil
 				}
 				return Taken{}, false, err
@@ -206,7 +208,11 @@ func (t *Transport) getDescribed(key string, desc *descriptor.RingHandle, decode
 		}
 		t.mu.Unlock()
 	}
-	got, ok, _, err := r.receive(&t.stats, key, desc, decode)
+	got, ok, dead, err := r.receive(&t.stats, key, desc, decode)
+	if dead && err != nil {
+		t.rejectReader(r, err)
+		return Taken{}, false, nil
+	}
 	if ok || err != nil {
 		return got, ok, err
 	}
@@ -220,11 +226,18 @@ func (t *Transport) getDescribed(key string, desc *descriptor.RingHandle, decode
 
 // attach maps a peer's ring and checks who made it (SPEC §7): errGone if
 // the file is absent, errDead if its producer is proven gone, errBusy on
-// lock contention, ErrCorrupt for a bad header. A producer whose liveness
-// cannot be told is an error, retried at the next Get, never errDead.
-// t.mu is held.
+// lock contention, errRejected for a bad header (remembered and reported
+// once). A producer whose liveness cannot be told is an error, retried at
+// the next Get, never errDead. t.mu is held.
 func (t *Transport) attach(name string) (*reader, error) {
-	m, h, err := attachRing(scope.Path(name), &t.stats)
+	m, h, id, err := attachRing(scope.Path(name), &t.stats)
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotInitialized) {
+		// A marker appears only once its ring's header is written (SPEC §2),
+		// and a descriptor only after a put: an unwritten header is not a
+		// ring still being made.
+		t.rejectLocked(name, id, err)
+		return nil, errRejected
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -255,4 +268,70 @@ func (t *Transport) attach(name string) (*reader, error) {
 	}
 	m.close()
 	return nil, err
+}
+
+// errRejected: a ring that failed validation, reported and remembered.
+var errRejected = errors.New("ring: rejected as corrupt")
+
+// rejectReader drops an attached ring found corrupt and remembers it, so
+// that it is reported once and not attached again until its file or
+// marker changes; the edge's other rings and its per-key path go on.
+func (t *Transport) rejectReader(r *reader, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed.Load() || t.readers[r.name] != r {
+		return // dropped meanwhile (by another goroutine that met it too)
+	}
+	var id fileID
+	var st unix.Stat_t
+	if unix.Fstat(r.m.fd, &st) == nil { // the fd, not the name: what was read
+		id = idOf(&st)
+	}
+	t.rejectLocked(r.name, id, err)
+	t.dropReaderLocked(r)
+}
+
+// rejectLocked remembers a corrupt ring with its marker and reports it.
+// t.mu is held.
+func (t *Transport) rejectLocked(name string, id fileID, err error) {
+	var st unix.Stat_t
+	if unix.Lstat(t.names.MarkerPath(name), &st) == nil {
+		id.marker = st.Ino
+	}
+	t.rejected[name] = id
+	if t.onReject != nil {
+		t.onReject(name, err)
+	}
+}
+
+// stillRejectedLocked reports whether name was rejected and neither its
+// ring file nor its marker changed since. t.mu is held.
+func (t *Transport) stillRejectedLocked(name string) bool {
+	was, ok := t.rejected[name]
+	if !ok {
+		return false
+	}
+	var st unix.Stat_t
+	now := fileID{}
+	if unix.Lstat(scope.Path(name), &st) == nil {
+		now = idOf(&st)
+	}
+	if unix.Lstat(t.names.MarkerPath(name), &st) == nil {
+		now.marker = st.Ino
+	}
+	if now != was {
+		delete(t.rejected, name)
+		return false
+	}
+	return true
+}
+
+// forgetRejectedLocked forgets rejected rings of an edge whose marker is
+// no longer listed. t.mu is held.
+func (t *Transport) forgetRejectedLocked(prefix string, listed []string) {
+	for name := range t.rejected {
+		if strings.HasPrefix(name, prefix) && !slices.Contains(listed, name) {
+			delete(t.rejected, name)
+		}
+	}
 }

@@ -30,6 +30,13 @@ type Options struct {
 	// marker that could not be retired joined in: the connector logs it.
 	// This package never logs.
 	OnSetupFailure func(from, to string, err error)
+	// OnCorrupt is called once per ring file of another producer that a
+	// receiver rejects (a header or frame that fails validation), with the
+	// ring's name and what is wrong: the ring is dropped and not attached
+	// again until its file or marker changes, while the edge's other rings
+	// and its per-key path go on. It runs under the Transport's lock and
+	// must not call the Transport; the connector logs it.
+	OnCorrupt func(name string, err error)
 	// OnCreate is called after this process creates a ring file, OnRemove
 	// after it unlinks one (a crash watchdog can track them).
 	OnCreate func(path string)

@@ -67,6 +67,10 @@ func (t *Transport) Sweep(from, to string, keys []string, want func(key string) 
 			st.Scans += rst.Scans
 			st.Claims += len(out)
 			sawDead = sawDead || dead
+			if dead && err != nil {
+				t.rejectReader(r, err) // contained: reported once, never an error per call
+				err = nil
+			}
 			errs = append(errs, err)
 			for _, d := range out {
 				deliver(d.key, d.got, d.err)

@@ -23,6 +23,7 @@ type Transport struct {
 	uid       int
 	capacity  uint64
 	onFailure func(from, to string, err error) // nil: say nothing
+	onReject  func(name string, err error)     // nil: say nothing
 	onCreate  func(string)
 	onRemove  func(string)
 	stats     counters
@@ -32,7 +33,8 @@ type Transport struct {
 	producers   map[edgeKey]*producer
 	disabled    map[edgeKey]bool
 	readers     map[string]*reader
-	order       []*reader // readers in attach order
+	rejected    map[string]fileID // rings found corrupt, as they were then
+	order       []*reader         // readers in attach order
 	edges       map[edgeKey]*edgeState
 	watch       *watcher
 	watchFailed bool  // no watcher, for good: the stamp is the only signal
@@ -63,11 +65,13 @@ func New(opts Options) (*Transport, error) {
 		uid:       os.Getuid(),
 		capacity:  align16(uint64(opts.Capacity)),
 		onFailure: opts.OnSetupFailure,
+		onReject:  opts.OnCorrupt,
 		onCreate:  opts.OnCreate,
 		onRemove:  opts.OnRemove,
 		producers: map[edgeKey]*producer{},
 		disabled:  map[edgeKey]bool{},
 		readers:   map[string]*reader{},
+		rejected:  map[string]fileID{},
 		edges:     map[edgeKey]*edgeState{},
 		changes:   make(chan struct{}, 1),
 	}

@@ -11,7 +11,9 @@
 //   - rings (and markers) whose producer is dead: creator_start no longer
 //     matches /proc/{pid}/stat (SPEC §3, §7), never a live producer's;
 //   - markers with no ring file;
-//   - orphan lock files (segment gone, older than OrphanGrace; SPEC §6);
+//   - orphan lock files (segment gone; at once when no process has the
+//     lock file open, as /proc tells, else once older than OrphanGrace;
+//     SPEC §6);
 //   - wakeup FIFOs with no reader (opening for writing gives ENXIO);
 //   - empty ring and wake directories;
 //   - per-key segments, only when asked (SegmentsOlderThan) and only when

@@ -83,9 +83,29 @@ func Prune(o PruneOptions) (Report, error) {
 			note(Removal{Path: sc.WakeDir, What: "dir", Reason: "empty wake directory"}, removeWakeDir(o, sc.WakeDir, rep.Removed))
 		}
 	}
-	// Orphan lock files and old segments: SPEC §6's sweep, the segment
-	// package's to do.
-	sw, err := segment.Sweep(segment.SweepOptions{ListOptions: o.lockOptions(), SegmentsOlderThan: o.SegmentsOlderThan, DryRun: o.DryRun})
+	// Lock files whose owner is provably gone go now: SPEC §6's check,
+	// lock, re-check, with no grace.
+	idle := unopenedLocks(o.Options)
+	if len(idle) > 0 {
+		lo := idleLockOptions(o.Options)
+		lo.Match = func(key string) bool { // still the file found open nowhere
+			var st unix.Stat_t
+			return unix.Lstat(filepath.Join(o.Dir, scope.LockName(key)), &st) == nil && idle[key] == (inode{st.Dev, st.Ino})
+		}
+		sw, err := segment.Sweep(segment.SweepOptions{ListOptions: lo, DryRun: o.DryRun})
+		rep.Removed = append(rep.Removed, removals(sw.Removed)...)
+		rep.Skipped = append(rep.Skipped, removals(sw.Skipped)...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shmstate: prune: %w", err))
+		}
+	}
+	// The other orphan lock files (the grace is for what /proc cannot
+	// clear) and old segments: SPEC §6's sweep, the segment package's.
+	lo := o.lockOptions()
+	if match := lo.Match; len(idle) > 0 { // judged above, even in a dry run
+		lo.Match = func(key string) bool { _, done := idle[key]; return !done && (match == nil || match(key)) }
+	}
+	sw, err := segment.Sweep(segment.SweepOptions{ListOptions: lo, SegmentsOlderThan: o.SegmentsOlderThan, DryRun: o.DryRun})
 	rep.Removed = append(rep.Removed, removals(sw.Removed)...)
 	rep.Skipped = append(rep.Skipped, removals(sw.Skipped)...)
 	if err != nil {
@@ -341,4 +361,67 @@ func keepUnless(err error) error {
 		return errKeep
 	}
 	return err
+}
+
+// unopenedLocks returns the keys (with their inodes) of o's lock files whose segment is gone
+// and that no process has open. A producer holds its lock file open from
+// before it creates it until its put is complete (SPEC §6), so none of
+// these can be a put in progress: its owner is provably gone. Empty when
+// /proc cannot list every process's open files (then only the grace
+// tells).
+func unopenedLocks(o Options) map[string]inode {
+	const procDir = "/proc"
+	locks, err := segment.Locks(idleLockOptions(o))
+	if err != nil {
+		return nil
+	}
+	candidates := map[inode]string{}
+	for _, l := range locks {
+		var st unix.Stat_t
+		if l.Orphan && unix.Lstat(l.Path, &st) == nil {
+			candidates[inode{st.Dev, st.Ino}] = l.Key
+		}
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	procs, err := readNames(procDir)
+	if err != nil {
+		return nil
+	}
+	for _, p := range procs {
+		if p[0] < '0' || p[0] > '9' {
+			continue
+		}
+		fdDir := procDir + "/" + p + "/fd"
+		fds, err := readNames(fdDir)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+				continue // exited meanwhile
+			}
+			return nil // cannot tell what it holds
+		}
+		for _, fd := range fds {
+			var st unix.Stat_t
+			if unix.Stat(fdDir+"/"+fd, &st) == nil {
+				delete(candidates, inode{st.Dev, st.Ino})
+			}
+		}
+	}
+	idle := map[string]inode{}
+	for id, key := range candidates {
+		idle[key] = id
+	}
+	return idle
+}
+
+type inode struct{ dev, ino uint64 }
+
+// idleLockOptions list o's lock files with Orphan meaning "segment gone"
+// whatever their age: for a lock file open nowhere the age proves nothing
+// more (and a clock ahead of o.Now must not hide one).
+func idleLockOptions(o Options) segment.ListOptions {
+	lo := o.lockOptions()
+	lo.Now, lo.Grace = time.Now().Add(24*time.Hour), time.Nanosecond
+	return lo
 }

@@ -89,6 +89,13 @@ func newFixture(t *testing.T) *fixture {
 	// Per-key files: an orphan lock, a young lock, a segment with its lock.
 	touch(t, filepath.Join(f.dir, scope.LockName("orphan")), nil, 2*time.Minute, f.now)
 	touch(t, filepath.Join(f.dir, scope.LockName("young")), nil, 0, f.now)
+	// The young lock file is a put in progress: its producer (this test)
+	// has it open.
+	young, err := os.Open(filepath.Join(f.dir, scope.LockName("young")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { young.Close() })
 	touch(t, filepath.Join(f.dir, "seg"), []byte("12345"), time.Hour, f.now)
 	touch(t, filepath.Join(f.dir, scope.LockName("seg")), nil, time.Hour, f.now)
 	touch(t, filepath.Join(f.dir, "unrelated"), []byte("x"), time.Hour, f.now)
@@ -194,9 +201,14 @@ func paths(rs []Removal) []string {
 
 func TestPrune(t *testing.T) {
 	f := newFixture(t)
+	// A lock file as young whose segment is gone and that no process has
+	// open: its owner is provably gone, so it goes at once (SPEC §6's
+	// check, lock, re-check; the grace is only for what cannot be told).
+	touch(t, filepath.Join(f.dir, scope.LockName("abandoned")), nil, 0, f.now)
 	want := []string{
 		filepath.Join(f.dir, f.deadRing),
 		filepath.Join(f.dir, scope.LockName("orphan")),
+		filepath.Join(f.dir, scope.LockName("abandoned")),
 		filepath.Join(f.ringDir, f.deadRing),
 		filepath.Join(f.ringDir, f.names.EdgePrefix("0", "2")+"77_cc"),
 		filepath.Join(f.wakeDir, "1_0b"),

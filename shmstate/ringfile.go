@@ -2,7 +2,49 @@
 
 package shmstate
 
-import "omnishm/ring"
+import (
+	"errors"
+	"syscall"
+
+	"omnishm/ring"
+)
+
+// What is wrong with a ring file (Ring.Fault).
+const (
+	FaultNotWritten = "header not written yet" // zero magic: being made, or its maker died
+	FaultBadMagic   = "bad magic"
+	FaultCapacity   = "capacity mismatch" // header capacity vs file size, or unaligned
+	FaultPositions  = "tail after head"   // or more used bytes than capacity
+	FaultFrame      = "frame fault"       // a frame's size, bounds or key
+	FaultNotRing    = "not a ring file"   // not a regular file, or too short or long
+	FaultForeign    = "another user's file"
+	faultOpenPrefix = "cannot open: "
+)
+
+// faultOf names the fault err reports ("" if none); ring's sentinels
+// are the one place the faults are told apart.
+func faultOf(err error) string {
+	var errno syscall.Errno
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ring.ErrNotInitialized):
+		return FaultNotWritten
+	case errors.Is(err, ring.ErrBadMagic):
+		return FaultBadMagic
+	case errors.Is(err, ring.ErrCapacityMismatch):
+		return FaultCapacity
+	case errors.Is(err, ring.ErrPositions):
+		return FaultPositions
+	case errors.Is(err, ring.ErrFrame):
+		return FaultFrame
+	case errors.Is(err, ring.ErrCorrupt):
+		return FaultNotRing
+	case errors.As(err, &errno):
+		return faultOpenPrefix + errno.Error()
+	}
+	return err.Error()
+}
 
 // maxReadyKeys bounds how many ready keys a summary keeps: a view, not a dump.
 const maxReadyKeys = 8

@@ -197,9 +197,16 @@ func scanScope(o Options, l layout, d, name, wakeName string) (Scope, error) {
 		sc.Rings = append(sc.Rings, r)
 	}
 	for m := range markers {
-		if !rings[m] {
-			sc.MarkersWithoutRing = append(sc.MarkersWithoutRing, m)
+		if rings[m] {
+			continue
 		}
+		// A file at the ring's name that is not listed as ours is not
+		// "no ring": say what it is.
+		if r, ok := unlistedRing(filepath.Join(o.Dir, m), m, o); ok {
+			sc.Rings = append(sc.Rings, r)
+			continue
+		}
+		sc.MarkersWithoutRing = append(sc.MarkersWithoutRing, m)
 	}
 	slices.Sort(sc.MarkersWithoutRing)
 	if wakeName != "" {
@@ -233,9 +240,11 @@ func inspectRing(path string, e entry, o Options) Ring {
 	rn, _ := scope.ParseRingName(o.UID, e.name)
 	r := Ring{Name: e.name, From: rn.From, To: rn.To, PID: rn.PID, FileSize: e.st.Size, ReadyKeys: []string{}, Age: Age(o.Now.Sub(e.mtime()))}
 	info, err := ring.Inspect(path)
+	r.Fault = faultOf(err)
 	if info.Header == (ring.Header{}) { // the header was not read
-		// Not initialised yet, or not a ring: the name's pid is all we have.
-		r.Error, r.Producer = "header not written", nameLiveness(rn.PID)
+		// Not initialised yet, not a ring, or not readable: the name's pid
+		// is all we have.
+		r.Error, r.Producer = FaultNotWritten, nameLiveness(rn.PID)
 		if err != nil && !errors.Is(err, ring.ErrNotInitialized) {
 			r.Error = err.Error()
 		}
@@ -247,7 +256,9 @@ func inspectRing(path string, e entry, o Options) Ring {
 		r.Busy = true
 		return r
 	}
-	r.Used = info.Header.Head - info.Header.Tail
+	if info.Header.Head >= info.Header.Tail { // else the fault says so
+		r.Used = info.Header.Head - info.Header.Tail
+	}
 	r.Head, r.Tail = info.Header.Head, info.Header.Tail
 	c := countFrames(info.Frames)
 	r.Ready, r.Done, r.ReadyKeys = c.ready, c.done, c.readyKeys
@@ -257,6 +268,30 @@ func inspectRing(path string, e entry, o Options) Ring {
 	}
 	r.read, r.frames = true, marks(info.Frames)
 	return r
+}
+
+// unlistedRing describes a file at a marker's ring name that is not a
+// regular file of o.UID: ok is false when there is none.
+func unlistedRing(path, name string, o Options) (Ring, bool) {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil {
+		return Ring{}, false
+	}
+	rn, _ := scope.ParseRingName(o.UID, name)
+	r := Ring{Name: name, From: rn.From, To: rn.To, PID: rn.PID, Marker: true, FileSize: st.Size, ReadyKeys: []string{},
+		Producer: nameLiveness(rn.PID), Age: Age(o.Now.Sub(entry{st: st}.mtime()))}
+	r.Fault = FaultNotRing
+	if int(st.Uid) != o.UID {
+		r.Fault = FaultForeign
+	}
+	// O_NONBLOCK: a FIFO must not hang us.
+	if fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err != nil {
+		r.Fault = faultOf(err)
+	} else {
+		unix.Close(fd)
+	}
+	r.Error = fmt.Sprintf("%s: %s (uid %d, mode %#o)", path, r.Fault, st.Uid, st.Mode)
+	return r, true
 }
 
 // ScanRing reads one ring file as Scan does (never waiting on its lock),

@@ -117,8 +117,12 @@ type Ring struct {
 	// Activity is what the ring did since a Tracker's previous scan; nil
 	// from Scan alone, on a Tracker's first scan, and while Busy.
 	Activity *Activity `json:"activity,omitempty"`
-	// Error describes a header or frame that does not follow SPEC §3.
+	// Error describes a header or frame that does not follow SPEC §3, or
+	// why the file could not be read.
 	Error string `json:"error,omitempty"`
+	// Fault names what Error is about, one of the Fault constants, or
+	// "cannot open: " and the reason (e.g. "permission denied").
+	Fault string `json:"fault,omitempty"`
 
 	read   bool        // head, tail and every frame were read
 	frames []frameMark // the live window, tail to head, for a Tracker

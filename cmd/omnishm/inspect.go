@@ -136,7 +136,9 @@ func printState(w io.Writer, st *shmstate.State) {
 			if r.Ready > len(r.ReadyKeys) {
 				keys += ",..."
 			}
-			if r.Error != "" {
+			if r.Fault != "" {
+				used, keys = "-", r.Fault+": "+r.Error
+			} else if r.Error != "" {
 				keys = "error: " + r.Error
 			}
 			rows = append(rows, []string{strings.TrimPrefix(r.Name, sc.RingDir+"_"), r.From + "->" + r.To,
