@@ -21,7 +21,10 @@ func FuzzAttach(f *testing.F) {
 	sc := shmtest.Scope(f)
 	names := scope.New(sc)
 	legit := newTransport(f, sc, 4096)
-	mustPut(f, legit, "0", "1", "warm", []byte("up")) // makes the ring directory
+	// The ring directory, and no frame left ready: one would block the live
+	// ring's reclaim for good.
+	mustPut(f, legit, "0", "1", "warm", []byte("up"))
+	mustGet(f, newTransport(f, sc, 4096), "0", "1", "warm", nil)
 	// Seeds: rings of this process (a live creator) holding frames, so that
 	// mutations reach frame validation, and a few plain corruptions.
 	seeder := newTransport(f, sc, 4096)
