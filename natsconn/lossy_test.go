@@ -87,14 +87,17 @@ func (p *proxy) accept() {
 func (p *proxy) forward(client, server net.Conn) {
 	defer server.Close()
 	buf := make([]byte, 64<<10)
+	var tail []byte // the end of the previous chunk: a marker may straddle two reads
 	for {
 		n, err := client.Read(buf)
 		if n > 0 {
 			if _, werr := server.Write(buf[:n]); werr != nil {
 				return
 			}
+			seen := append(tail, buf[:n]...)
 			p.mu.Lock()
-			hit := p.marker != nil && bytes.Contains(buf[:n], p.marker)
+			hit := p.marker != nil && bytes.Contains(seen, p.marker)
+			tail = append(tail[:0], seen[max(0, len(seen)-64):]...)
 			if hit {
 				p.marker = nil
 				close(p.cut)
