@@ -91,9 +91,9 @@ func (p *proxy) forward(client, server net.Conn) {
 	for {
 		n, err := client.Read(buf)
 		if n > 0 {
-			if _, werr := server.Write(buf[:n]); werr != nil {
-				return
-			}
+			// The cut is announced before the chunk is forwarded: the
+			// server's answer may reach the client (and end its call)
+			// before this goroutine runs again.
 			seen := append(tail, buf[:n]...)
 			p.mu.Lock()
 			hit := p.marker != nil && bytes.Contains(seen, p.marker)
@@ -103,6 +103,9 @@ func (p *proxy) forward(client, server net.Conn) {
 				close(p.cut)
 			}
 			p.mu.Unlock()
+			if _, werr := server.Write(buf[:n]); werr != nil {
+				return
+			}
 			if hit {
 				// The server reads what was written before the close.
 				client.Close()
@@ -153,7 +156,7 @@ func TestLostClaimAnswerStillDelivers(t *testing.T) {
 	select {
 	case <-cut:
 	default:
-		t.Fatal("the proxy never cut the claim's connection")
+		t.Fatalf("the proxy never cut the claim's connection (get: ok=%v err=%v)", ok, err)
 	}
 	if err != nil || !ok || values(t, v)[0] != 31 {
 		t.Fatalf("get across a lost answer: ok=%v v=%v err=%v", ok, v, err)
