@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"omnishm/connector"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/tensor"
 )
@@ -219,15 +220,9 @@ func edge(t testing.TB, ts *testServer, configure ...func(*Options)) (sender, re
 	return openConn(t, ts.url(), b, "0", configure...), openConn(t, ts.url(), b, "1", configure...)
 }
 
-// codes returns {"codes": int64[n]} with values start, start+1, ...
-func codes(n int, start int64) map[string]any {
-	vals := make([]int64, n)
-	for i := range vals {
-		vals[i] = start + int64(i)
-	}
-	t, _ := tensor.FromSlice(vals)
-	return map[string]any{"codes": t}
-}
+// codes is the connector tests' payload maker: {"codes": int64[n]} with
+// values start, start+1, ...
+var codes = conntest.Codes
 
 // values returns the codes of a payload made by codes.
 func values(t testing.TB, v any) []int64 {
