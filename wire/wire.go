@@ -7,6 +7,12 @@
 // ("__tensor__", "__ndarray__", "__pil_image__") with the value true; decoding
 // restores them as *tensor.Tensor, *tensor.Array and *tensor.Image.
 //
+// A typed numeric slice ([]float32, []int64, []bool, []tensor.Half, ...)
+// travels as the 1-D tensor it is, so a Python peer gets a torch.Tensor of
+// its dtype and nothing changes type on the way; []any, []int and []string
+// travel as lists (see Encoder). Decode turns a received tree back into Go
+// values: structs with msgpack tags, typed slices and maps, leaves.
+//
 // The API comes in three layers: Marshal and Unmarshal for whole values;
 // Encoder and Decoder, whose hooks let the frame codec replace tensors by
 // references; and the streaming pieces, Reader and the Append functions,

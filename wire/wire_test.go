@@ -86,7 +86,15 @@ func TestMarshalForms(t *testing.T) {
 		{"ext 20", wire.Ext{Code: 42, Data: make([]byte, 20)}, "c7142a" + strings.Repeat("00", 20)},
 		{"fixext 1", wire.Ext{Code: -1, Data: []byte{5}}, "d4ff05"},
 		{"list", []any{1, "a"}, "9201a161"},
-		{"typed slice", []int32{1, -1}, "9201ff"},
+		// Typed numeric slices are the 1-D tensors they are, not lists of
+		// Python ints and floats.
+		{"typed slice: a 1-D tensor", []int32{1, -1}, "84aa5f5f74656e736f725f5fc3a56474797065a5696e743332a573686170659102a464617461c40801000000ffffffff"},
+		{"named element type", []myInt{-2}, "84aa5f5f74656e736f725f5fc3a56474797065a5696e743136a573686170659101a464617461c402feff"},
+		{"float32 array", [1]float32{1.5}, "84aa5f5f74656e736f725f5fc3a56474797065a7666c6f61743332a573686170659101a464617461c4040000c03f"},
+		{"empty float32 slice", []float32{}, "84aa5f5f74656e736f725f5fc3a56474797065a7666c6f61743332a573686170659100a464617461c400"},
+		{"nil float32 slice", []float32(nil), "c0"},
+		{"int slice stays a list", []int{1, -1}, "9201ff"},
+		{"string slice stays a list", []string{"a"}, "91a161"},
 		{"nil slice", []int(nil), "c0"},
 		{"empty slice", []int{}, "90"},
 		{"nil map", map[string]any(nil), "c0"},
