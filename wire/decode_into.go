@@ -65,6 +65,7 @@ func Decode(payload, v any) error {
 		return fmt.Errorf("%w: Decode into %T, not a non-nil pointer", ErrUnsupported, v)
 	}
 	var d decodeInto
+	d.path = d.pathBuf[:0]
 	return d.value(payload, rv.Elem())
 }
 
@@ -72,6 +73,9 @@ func Decode(payload, v any) error {
 // for error messages.
 type decodeInto struct {
 	path []step
+	hops int // pointers followed: a type like `type P *P` must end too
+
+	pathBuf [8]step
 }
 
 // step is one element of a path: ".name", or "[index]" when name is "".
@@ -148,7 +152,7 @@ func (d *decodeInto) value(p any, v reflect.Value) error {
 		v.Set(reflect.ValueOf(p)) // the common case: a tree's own types
 		return nil
 	}
-	if len(d.path) > maxDepth {
+	if len(d.path)+d.hops > maxDepth {
 		return fmt.Errorf("%w: nesting deeper than %d (a cycle?)", ErrUnsupported, maxDepth)
 	}
 	if x, ok := p.(*tensor.Tensor); ok && len(x.Shape) == 0 && isScalarKind(t.Kind()) {
@@ -202,7 +206,10 @@ func (d *decodeInto) value(p any, v reflect.Value) error {
 		if v.IsNil() {
 			v.Set(reflect.New(t.Elem()))
 		}
-		return d.value(p, v.Elem())
+		d.hops++
+		err := d.value(p, v.Elem())
+		d.hops--
+		return err
 	case reflect.Bool:
 		b, ok := p.(bool)
 		if !ok {
@@ -531,6 +538,21 @@ func (d *decodeInto) mapValue(p any, v reflect.Value) error {
 
 func (d *decodeInto) structValue(p any, v reflect.Value) error {
 	fs := fieldsOf(v.Type())
+	if m, ok := p.(map[string]any); ok {
+		// Field by field: a lookup each, and errors in field order.
+		for _, f := range fs {
+			e, ok := m[f.name]
+			if !ok {
+				continue
+			}
+			d.push(step{name: f.name})
+			if err := d.value(e, v.Field(f.index)); err != nil {
+				return err
+			}
+			d.pop()
+		}
+		return nil
+	}
 	ok, err := entries(p, func(k, e any) error {
 		name, isString := k.(string)
 		if !isString {

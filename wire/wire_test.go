@@ -442,3 +442,11 @@ func TestDecodeUnsupported(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeSelfPointerEnds(t *testing.T) {
+	type P *P
+	var p P
+	if err := wire.Decode(int64(1), &p); !errors.Is(err, wire.ErrUnsupported) {
+		t.Fatalf("err = %v, want ErrUnsupported", err)
+	}
+}
