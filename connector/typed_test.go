@@ -58,42 +58,35 @@ func TestRecvAs(t *testing.T) {
 	}
 }
 
-// A stage receives straight into its own types.
+// A stage receives straight into its own types. (One connector plays both
+// stages here: it is stage 1, and puts on edge 0->1 as stage 0 would.)
 func ExampleRecvAs() {
-	scope := fmt.Sprintf("example-typed-%d", os.Getpid())
-	producer, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
+	c, err := connector.Open(connector.Options{StageID: "1", WakeupScope: fmt.Sprintf("example-typed-%d", os.Getpid())})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer producer.Close()
-	consumer, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer consumer.Close()
-
-	type chunk struct {
-		Codes struct {
-			Audio []int64 `msgpack:"audio"`
-		} `msgpack:"codes"`
-		Hidden   []float32 `msgpack:"hidden"`
-		Finished bool      `msgpack:"finished"`
-	}
+	defer c.Close()
 	audio, _ := tensor.FromSlice([]int64{7, 8, 9}, 1, 3)
 	payload := map[string]any{
-		"codes":    map[string]any{"audio": audio},
+		"audio":    audio,
 		"hidden":   []float32{0.5, -1}, // a typed slice travels as a float32 tensor
 		"finished": tensor.Scalar(true),
 	}
-	if _, _, err := producer.Put("0", "1", "req-1_0_0", payload); err != nil {
+	if _, _, err := c.Put("0", "1", "req-1_0_0", payload); err != nil {
 		log.Fatal(err)
+	}
+
+	type chunk struct {
+		Audio    []int64   `msgpack:"audio"` // any shape, in C order
+		Hidden   []float32 `msgpack:"hidden"`
+		Finished bool      `msgpack:"finished"` // from a 0-d bool tensor
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := connector.RecvAs[chunk](ctx, consumer, "0", "req-1_0_0")
+	got, _, err := connector.RecvAs[chunk](ctx, c, "0", "req-1_0_0")
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(c.Codes.Audio, c.Hidden, c.Finished)
+	fmt.Println(got.Audio, got.Hidden, got.Finished)
 	// Output: [7 8 9] [0.5 -1] true
 }

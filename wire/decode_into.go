@@ -210,46 +210,17 @@ func (d *decodeInto) value(p any, v reflect.Value) error {
 		err := d.value(p, v.Elem())
 		d.hops--
 		return err
-	case reflect.Bool:
-		b, ok := p.(bool)
-		if !ok {
+	case reflect.Bool, reflect.String:
+		// The tree's bool and string; a named type of those kinds converts.
+		pv := reflect.ValueOf(p)
+		if p == nil || pv.Kind() != t.Kind() {
 			return d.mismatch(t.String(), p)
 		}
-		v.SetBool(b)
+		v.Set(pv.Convert(t))
 		return nil
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		var n int64
-		switch x := p.(type) {
-		case int64:
-			n = x
-		case uint64:
-			return d.outOfRange(t, p) // above MaxInt64
-		default:
-			return d.mismatch(t.String(), p)
-		}
-		if v.OverflowInt(n) {
-			return d.outOfRange(t, p)
-		}
-		v.SetInt(n)
-		return nil
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		var n uint64
-		switch x := p.(type) {
-		case int64:
-			if x < 0 {
-				return d.outOfRange(t, p)
-			}
-			n = uint64(x)
-		case uint64:
-			n = x
-		default:
-			return d.mismatch(t.String(), p)
-		}
-		if v.OverflowUint(n) {
-			return d.outOfRange(t, p)
-		}
-		v.SetUint(n)
-		return nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return d.integer(p, v)
 	case reflect.Float32, reflect.Float64:
 		f, ok := toFloat(p)
 		if !ok {
@@ -260,13 +231,6 @@ func (d *decodeInto) value(p any, v reflect.Value) error {
 		}
 		v.SetFloat(f)
 		return nil
-	case reflect.String:
-		s, ok := p.(string)
-		if !ok {
-			return d.mismatch(t.String(), p)
-		}
-		v.SetString(s)
-		return nil
 	case reflect.Slice, reflect.Array:
 		return d.list(p, v)
 	case reflect.Map:
@@ -275,6 +239,32 @@ func (d *decodeInto) value(p any, v reflect.Value) error {
 		return d.structValue(p, v)
 	}
 	return fmt.Errorf("%w: Decode into %s at %s", ErrUnsupported, t, d.where())
+}
+
+// integer decodes the tree's int64 or uint64 into an integer v that holds
+// it exactly.
+func (d *decodeInto) integer(p any, v reflect.Value) error {
+	fits := false
+	switch x := p.(type) {
+	case int64:
+		if v.CanInt() {
+			if fits = !v.OverflowInt(x); fits {
+				v.SetInt(x)
+			}
+		} else if fits = x >= 0 && !v.OverflowUint(uint64(x)); fits {
+			v.SetUint(uint64(x))
+		}
+	case uint64: // above MaxInt64
+		if fits = v.CanUint() && !v.OverflowUint(x); fits {
+			v.SetUint(x)
+		}
+	default:
+		return d.mismatch(v.Type().String(), p)
+	}
+	if !fits {
+		return d.outOfRange(v.Type(), p)
+	}
+	return nil
 }
 
 func leafName(t reflect.Type) string {
