@@ -14,7 +14,7 @@ import (
 )
 
 // ErrMismatch is wrapped by Decode's errors for a payload that does not fit
-// the Go value: the error names the path of the first mismatch, as in
+// the Go value: the error names the path of the mismatch, as in
 // "wire: mismatch at .codes.audio: want int64 tensor, got float32 tensor".
 var ErrMismatch = errors.New("wire: mismatch")
 
@@ -45,8 +45,8 @@ var ErrMismatch = errors.New("wire: mismatch")
 //     []byte also decodes from bin. Other slices decode from lists; an
 //     array needs exactly its length.
 //   - *tensor.Tensor, *tensor.Array and *tensor.Image (and their values)
-//     take those leaves; a 0-d tensor also decodes into a scalar of its
-//     kind (a bool finish mark into a bool).
+//     take those leaves; a 0-d tensor also decodes into a bool or a
+//     number, under the rules above (a bool finish mark into a bool).
 //   - Pointers are allocated as needed; nil decodes into a nil pointer,
 //     slice, map or interface, and an interface takes the payload value as
 //     it is. nil is a mismatch for any other type.

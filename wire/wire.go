@@ -37,7 +37,8 @@ import "errors"
 
 // ErrUnsupported is returned (wrapped) by Marshal for a value that has no
 // msgpack form: channels, functions, complex scalars, cycles deeper than the
-// nesting limit, tensors whose data does not match their shape.
+// nesting limit, tensors whose data does not match their shape; and by
+// Decode for a target that is not a non-nil pointer or has no payload form.
 var ErrUnsupported = errors.New("wire: unsupported value")
 
 // ErrCorrupt is returned (wrapped) by Unmarshal for bytes that are not one
