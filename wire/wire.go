@@ -28,9 +28,13 @@
 //     OwnedAliasMin bytes alias the input, which the caller hands over.
 //   - Decoder's Ext hook and Reader see bytes that alias the input: valid
 //     during the hook's call, or as long as the input is.
+//   - Decode stores into v the tree's leaves, bins and containers it takes
+//     as they are (a *tensor.Tensor field is the tree's tensor); numeric
+//     slices it fills from tensors are copies.
 //
 // Bad input never panics or reads out of bounds: decoding errors wrap
-// ErrCorrupt, encoding errors ErrUnsupported.
+// ErrCorrupt, encoding errors ErrUnsupported, and Decode's mismatches
+// ErrMismatch.
 package wire
 
 import "errors"
