@@ -49,8 +49,9 @@ type Receiver interface {
 	// from->Stage(). NoStage for an endpoint that only puts.
 	Stage() Stage
 	// Recv blocks until key arrives on edge from->Stage(), ctx ends, or an
-	// error occurs. It returns ctx.Err() when ctx ends first, and an error
-	// wrapping ErrBadStage at once when the endpoint has no stage. The
+	// error occurs. It returns an error wrapping ctx.Err() when ctx ends
+	// first (SHM's says what it saw on the edge: RecvTimeoutError), and an
+	// error wrapping ErrBadStage at once when the endpoint has no stage. The
 	// payload is owned by the caller.
 	Recv(ctx context.Context, from, key string) (payload any, size int, err error)
 }
