@@ -156,7 +156,7 @@ func TestRecvTimeoutSaysWhatItSaw(t *testing.T) {
 		{"nothing", func(*testing.T, string, string) {}, []string{"no producer ring on the edge", "no per-key segment of the key"}},
 		{"live producer", func(t *testing.T, s, key string) {
 			conntest.MustPut(t, conntest.Open(t, s, "0", 0), "0", "1", key+"x", conntest.Codes(2, 0))
-		}, []string{"1 producer ring of live producers on the edge"}},
+		}, []string{"1 ring of a live producer on the edge"}},
 		{"other edge", func(t *testing.T, s, key string) {
 			conntest.MustPut(t, conntest.Open(t, s, "2", 0), "2", "1", key, conntest.Codes(2, 0))
 		}, []string{"no producer ring on the edge", "rings of other edges to stage 1: 2->1"}},

@@ -37,12 +37,17 @@ type RecvTimeoutError struct {
 // Error says what was waited for, in which scope, and what the receiver
 // sees on the edge (Saw).
 func (e *RecvTimeoutError) Error() string {
-	where := fmt.Sprintf("scope %q", e.Scope)
-	if e.Scope == "" {
-		where = fmt.Sprintf("no scope (names keyed by the parent pid %d)", os.Getppid())
-	}
 	return fmt.Sprintf("connector: recv %q on edge %s->%s, %s: nothing arrived before the deadline; saw %s",
-		keys.Shorten(e.Key), e.From, e.To, where, e.Saw())
+		keys.Shorten(e.Key), e.From, e.To, e.Where(), e.Saw())
+}
+
+// Where names the scope the receiver looked in: `scope "name"`, or for no
+// scope the parent pid its names are keyed by.
+func (e *RecvTimeoutError) Where() string {
+	if e.Scope == "" {
+		return fmt.Sprintf("no scope (names keyed by the parent pid %d)", os.Getppid())
+	}
+	return fmt.Sprintf("scope %q", e.Scope)
 }
 
 // Unwrap returns the context's error: context.DeadlineExceeded.
@@ -81,7 +86,7 @@ func sawOnEdge(names scope.Names, from, to, key string) string {
 		for _, e := range sc.Edges() {
 			switch {
 			case sc.RingDir == names.RingDirName && e.From == from && e.To == to:
-				here = append(here, ringCount(e))
+				here = append(here, ringCount(e)+" on the edge")
 			case sc.RingDir == names.RingDirName && e.To == to:
 				others = append(others, e.From+"->"+e.To)
 			case e.From == from && e.To == to:
@@ -110,18 +115,16 @@ func sawOnEdge(names scope.Names, from, to, key string) string {
 	return strings.Join(parts, ", ")
 }
 
-// ringCount is "N producer ring(s) (M dead)" for one edge's summary.
+// ringCount is "1 ring of a live producer" or "N rings (L of live
+// producers, D of dead ones)" for one edge's summary.
 func ringCount(e shmstate.EdgeSummary) string {
-	s := fmt.Sprintf("%d producer ring", e.Rings)
-	if e.Rings != 1 {
-		s += "s"
+	switch {
+	case e.Rings == 1 && e.Dead == 0:
+		return "1 ring of a live producer"
+	case e.Rings == 1:
+		return "1 ring of a dead producer"
 	}
-	if alive := e.Rings - e.Dead; e.Dead > 0 {
-		s += fmt.Sprintf(" (%d live, %d of dead producers)", alive, e.Dead)
-	} else {
-		s += " of live producers"
-	}
-	return s + " on the edge"
+	return fmt.Sprintf("%d rings (%d of live producers, %d of dead ones)", e.Rings, e.Rings-e.Dead, e.Dead)
 }
 
 // perKeySeen says what per-key files of key exist (SPEC §6).
