@@ -145,6 +145,28 @@ func TestErrorsCarryContextOnce(t *testing.T) {
 	}
 }
 
+// An empty stage id in an edge is refused at the call, before anything is
+// touched; other strings are stages of the per-key path (SPEC §9).
+func TestEmptyStageRefused(t *testing.T) {
+	c := conntest.Open(t, shmtest.Scope(t), "1", 0)
+	key := shmtest.Key("empty")
+	calls := map[string]func() error{
+		"put from": func() error { _, _, err := c.Put("", "1", key, 1); return err },
+		"put to":   func() error { _, _, err := c.Put("0", "", key, 1); return err },
+		"get":      func() error { _, _, _, err := c.Get("", "1", key, nil); return err },
+		"recv":     func() error { _, _, err := c.Recv(t.Context(), "", key); return err },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, connector.ErrBadStage) || !strings.Contains(err.Error(), "empty stage id") {
+			t.Errorf("%s: %v, want ErrBadStage", name, err)
+		}
+	}
+	shmtest.AssertAbsent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
+	if h := c.Health(); h.Puts != 0 || h.HostRingFallbacks != 0 {
+		t.Errorf("refused puts counted: %+v", h)
+	}
+}
+
 // A Recv that times out says where it looked and what it saw on the edge,
 // and still matches context.DeadlineExceeded.
 func TestRecvTimeoutSaysWhatItSaw(t *testing.T) {

@@ -121,6 +121,9 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 	if err := keys.Check(key); err != nil {
 		return 0, Descriptor{}, keyError("put", key, err)
 	}
+	if err := edgeError("put", key, from, to); err != nil {
+		return 0, Descriptor{}, err
+	}
 	var plain []byte // the kind-0 bytes, once made
 	if c.ring.Capacity() > 0 && numeric(from) && numeric(to) {
 		c.trackRingDir()
@@ -254,6 +257,9 @@ func (c *SHM) GetMessage(from, to, key string, desc *Descriptor) (Message, bool,
 	if err := keys.Check(key); err != nil {
 		return Message{}, false, keyError("get", key, err)
 	}
+	if err := edgeError("get", key, from, to); err != nil {
+		return Message{}, false, err
+	}
 	var rd *descriptor.RingHandle
 	if desc != nil {
 		if err := desc.Validate(); err != nil {
@@ -336,6 +342,9 @@ func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
 func (c *SHM) RecvMessage(ctx context.Context, from, key string) (msg Message, err error) {
 	if c.opts.StageID == NoStage {
 		return Message{}, fmt.Errorf("connector: recv %q: %w: this connector has no Options.StageID", keys.Shorten(key), ErrBadStage)
+	}
+	if err := edgeError("recv", key, from, string(c.opts.StageID)); err != nil {
+		return Message{}, err
 	}
 	if c.closed.Load() {
 		return Message{}, ErrClosed

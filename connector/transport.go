@@ -111,7 +111,7 @@ var (
 	ErrUnknownConnector = errors.New("connector: unknown connector name")
 	// ErrBadStage is wrapped by every error about a stage id: a malformed
 	// Options.StageID (refused by Open), a Recv on an endpoint without a
-	// stage.
+	// stage, an empty stage id in an edge of Put, Get or Recv.
 	ErrBadStage = errors.New("bad stage id")
 	// ErrBadKey is wrapped by every error about a key that cannot name a
 	// publication (SPEC §1); nothing was touched. It is keys.ErrBadKey.
