@@ -94,16 +94,26 @@ func TestRecvTimeout(t *testing.T) {
 	r.wantFailure(t, exitFail, `within 100ms (scope "`+s+`"); saw no producer ring on the edge`)
 }
 
-// Without --scope, send and recv take OMNISHM_SCOPE, and say nothing.
+// Without --scope, send and recv take OMNISHM_SCOPE, and say nothing:
+// each meets a peer that names the scope with --scope.
 func TestScopeFromEnvironment(t *testing.T) {
 	s := opsScope(t)
 	t.Setenv(scopeEnv, s)
-	key := shmtest.Key("env")
-	send := startCLI(t, []byte(`{"n": 1}`), "send", "--from", "0", "--to", "1", "--key", key)
-	send.line(t)
-	omnishm(t, nil, "recv", "--from", "0", "--to", "1", "--key", key).wantSuccess(t)
-	if code := send.wait(t); code != 0 || send.errText() != "" {
-		t.Errorf("send exited %d, stderr %q", code, send.errText())
+	for i, envOn := range []string{"send", "recv"} {
+		key := shmtest.Key("env")
+		sendArgs := []string{"send", "--from", "0", "--to", "1", "--key", key}
+		recvArgs := []string{"recv", "--from", "0", "--to", "1", "--key", key, "--timeout", "20s"}
+		if envOn == "send" {
+			recvArgs = append(recvArgs, "--scope", s)
+		} else {
+			sendArgs = append(sendArgs, "--scope", s)
+		}
+		send := startCLI(t, []byte(`{"n": `+strconv.Itoa(i)+`}`), sendArgs...)
+		send.line(t)
+		omnishm(t, nil, recvArgs...).wantSuccess(t)
+		if code := send.wait(t); code != 0 || send.errText() != "" {
+			t.Errorf("scope from the environment of %s: send exited %d, stderr %q", envOn, code, send.errText())
+		}
 	}
 }
 
