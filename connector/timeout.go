@@ -73,6 +73,9 @@ func (c *SHM) recvErr(ctx context.Context, from, key string) error {
 	return &RecvTimeoutError{Scope: c.opts.WakeupScope, From: from, To: string(c.opts.StageID), Key: key, err: err, names: c.names}
 }
 
+// maxListed bounds the other scopes a timeout's message names.
+const maxListed = 3
+
 // sawOnEdge summarises what a receiver of key on edge from->to of names'
 // scope finds in /dev/shm, for a timeout's message.
 func sawOnEdge(names scope.Names, from, to, key string) string {
@@ -108,8 +111,12 @@ func sawOnEdge(names scope.Names, from, to, key string) string {
 		parts = append(parts, "rings of other edges to stage "+to+": "+strings.Join(others, ", "))
 	}
 	if len(elsewhere) > 0 {
+		slices.Sort(elsewhere)
+		if n := len(elsewhere) - maxListed; n > 0 {
+			elsewhere = append(elsewhere[:maxListed], fmt.Sprintf("%d more", n))
+		}
 		parts = append(parts, "rings of this edge in another scope ("+strings.Join(elsewhere, "; ")+
-			"): both ends must open with the same WakeupScope")
+			"): if the producer is there, both ends must open with the same WakeupScope")
 	}
 	parts = append(parts, perKeySeen(st, key))
 	return strings.Join(parts, ", ")

@@ -15,7 +15,11 @@
 //
 // send, recv and demo move payloads through /dev/shm (--transport shm, the
 // default) or NATS JetStream (--transport nats, with --url), or as the
-// shared YAML configuration of --config says; bench times both kinds.
+// shared YAML configuration of --config says; bench times both kinds. Over
+// /dev/shm, send and recv meet only in one wakeup scope: --scope, else the
+// environment's OMNISHM_SCOPE, else the configuration's wakeup_scope; with
+// none, names are keyed by the parent pid and they warn, as two shells never
+// share one.
 //
 // Usage:
 //
