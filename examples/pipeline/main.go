@@ -188,8 +188,15 @@ func consume(ctx context.Context, scope string, ids []string, wait time.Duration
 // chunkCodes reads a chunk's codes: the payload is the receiver's own
 // memory (nothing aliases shared memory).
 //
-// TODO(typed): decode into a struct with the typed receive (wire.Decode)
-// once it lands; until then, type assertions.
+// TODO(typed): with main's wire.Decode, decode into a struct instead of
+// asserting types:
+//
+//	var v struct {
+//		Codes []int64 `msgpack:"codes"` // the [1, 28] tensor's values, copied
+//	}
+//	err := wire.Decode(c.Payload, &v) // wraps wire.ErrMismatch naming the path
+//
+// (connector.RecvAs does the same for one Recv).
 func chunkCodes(c stream.Chunk) ([]int64, error) {
 	t, ok := c.Payload["codes"].(*tensor.Tensor)
 	if !ok {
