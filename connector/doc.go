@@ -79,7 +79,9 @@
 //	connector: get "req-1_0_3": wire: corrupt msgpack: ...
 //
 // Branch with errors.Is on ErrClosed, ErrBadKey, ErrBadStage,
-// ErrBadDescriptor and ErrUnknownConnector. What is not an error of any call (a ring that cannot
+// ErrBadDescriptor and ErrUnknownConnector. A Recv whose deadline passes
+// returns a *RecvTimeoutError: it matches context.DeadlineExceeded and
+// says in which scope the receiver looked and what it saw on the edge. What is not an error of any call (a ring that cannot
 // be set up for an edge, which then falls back to segments; a missing
 // wakeup FIFO, which makes the dispatcher poll; an unavailable watchdog) is logged
 // once to Options.Logger.
