@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +27,7 @@ import (
 	"omnishm/connector"
 	"omnishm/stream"
 	"omnishm/tensor"
+	"omnishm/wire"
 )
 
 // The pipeline's shape: chunks of [1, codesPerChunk] int64 codes.
@@ -185,29 +185,20 @@ func consume(ctx context.Context, scope string, ids []string, wait time.Duration
 	return nil
 }
 
-// chunkCodes reads a chunk's codes: the payload is the receiver's own
-// memory (nothing aliases shared memory).
-//
-// TODO(typed): with main's wire.Decode, decode into a struct instead of
-// asserting types:
-//
-//	var v struct {
-//		Codes []int64 `msgpack:"codes"` // the [1, 28] tensor's values, copied
-//	}
-//	err := wire.Decode(c.Payload, &v) // wraps wire.ErrMismatch naming the path
-//
-// (connector.RecvAs does the same for one Recv).
+// chunkCodes reads a chunk's codes into a typed struct: the [1, 28] int64
+// tensor's values arrive as a []int64 of the receiver's own memory (nothing
+// aliases shared memory); a payload of another shape is an error wrapping
+// wire.ErrMismatch that names the path (connector.RecvAs does the same for
+// one Recv).
 func chunkCodes(c stream.Chunk) ([]int64, error) {
-	t, ok := c.Payload["codes"].(*tensor.Tensor)
-	if !ok {
-		return nil, fmt.Errorf("codes is %T, want a tensor", c.Payload["codes"])
+	var v struct {
+		Codes []int64 `msgpack:"codes"`
 	}
-	v, err := tensor.Values[int64](t)
-	if err != nil {
+	if err := wire.Decode(c.Payload, &v); err != nil {
 		return nil, err
 	}
-	if len(v) != codesPerChunk {
-		return nil, errors.New("wrong number of codes")
+	if len(v.Codes) != codesPerChunk {
+		return nil, fmt.Errorf("%d codes, want %d", len(v.Codes), codesPerChunk)
 	}
-	return v, nil
+	return v.Codes, nil
 }
