@@ -168,9 +168,7 @@ func TestShutdownWaitsForConsumers(t *testing.T) {
 	var readers []*shmtest.Proc
 	for _, k := range keys {
 		r := shmtest.Start(t, "receiver", s, k)
-		if l := r.Line(t, wait); l != "ready" {
-			t.Fatal(l)
-		}
+		r.Expect(t, wait, "ready")
 		readers = append(readers, r)
 	}
 	done := make(chan error, 1)
@@ -184,9 +182,7 @@ func TestShutdownWaitsForConsumers(t *testing.T) {
 		if l := r.Line(t, wait); l == "miss" {
 			t.Fatal("a consumer missed its publication")
 		}
-		if err := r.Wait(t, wait); err != nil {
-			t.Fatal(err)
-		}
+		r.Exited(t, wait)
 	}
 	if err := result(t, done); err != nil {
 		t.Fatalf("Shutdown: %v", err)

@@ -52,9 +52,7 @@ func TestCrossProcessPutAndGet(t *testing.T) {
 			}
 			conntest.Missing(t, receiver, "0", "1", key, nil)
 			p.Send(t, "close")
-			if l := p.Line(t, wait); l != "closed" {
-				t.Fatal(l)
-			}
+			p.Expect(t, wait, "closed")
 
 			// And the other way round: the parent produces, a child receives.
 			sender := conntest.Open(t, s, "0", ringBytes)
@@ -63,12 +61,8 @@ func TestCrossProcessPutAndGet(t *testing.T) {
 			r := shmtest.Start(t, "receiver", s, key2)
 			r.Line(t, wait)
 			r.Send(t, "go")
-			if l := r.Line(t, wait); l != "[7,8,9,10,11]" {
-				t.Fatalf("child received %s", l)
-			}
-			if err := r.Wait(t, wait); err != nil {
-				t.Fatal(err)
-			}
+			r.Expect(t, wait, "[7,8,9,10,11]")
+			r.Exited(t, wait)
 		})
 	}
 }
@@ -90,9 +84,7 @@ func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
 			var got []string
 			for _, r := range readers {
 				got = append(got, r.Line(t, wait))
-				if err := r.Wait(t, wait); err != nil {
-					t.Fatal(err)
-				}
+				r.Exited(t, wait)
 			}
 			misses := 0
 			for _, g := range got {
@@ -149,9 +141,7 @@ func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 	// Attach the live ring without claiming its frame.
 	conntest.Missing(t, receiver, "0", "1", "not-published", nil)
 	p.Send(t, "exit") // leaves without closing: its frame stays in the ring
-	if err := p.Wait(t, wait); err != nil {
-		t.Fatal(err)
-	}
+	p.Exited(t, wait)
 	conntest.Missing(t, receiver, "0", "1", "restart", old)
 	conntest.Missing(t, receiver, "0", "1", "restart", nil)
 	replacement := conntest.Open(t, s, "0", ring.DefaultCapacity)
@@ -203,19 +193,13 @@ func TestWakeupEndsABlockedRecv(t *testing.T) {
 		s := shmtest.Scope(t)
 		key := shmtest.Key("wake")
 		r := shmtest.Start(t, "recv", s, key, "60s")
-		if l := r.Line(t, wait); l != "waiting" {
-			t.Fatal(l)
-		}
+		r.Expect(t, wait, "waiting")
 		sender := conntest.Open(t, s, "0", ringBytes)
 		// The child's FIFO exists once it said "waiting"; it polls only hourly,
 		// so only the put's wakeup can end its Recv before our line timeout.
 		conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(3, 42))
-		if l := r.Line(t, wait); l != "got 42" {
-			t.Fatalf("ring=%d: %s", ringBytes, l)
-		}
-		if err := r.Wait(t, wait); err != nil {
-			t.Fatal(err)
-		}
+		r.Expect(t, wait, "got 42")
+		r.Exited(t, wait)
 	}
 }
 
@@ -274,9 +258,7 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 			names := scope.New(s)
 			prefix := shmtest.Key("killed")
 			p := shmtest.Start(t, "pending", s, strconv.Itoa(c.ringBytes), prefix, strconv.Itoa(c.n), strconv.Itoa(c.size))
-			if l := p.Line(t, wait); l != "put" {
-				t.Fatal(l)
-			}
+			p.Expect(t, wait, "put")
 			if len(scopeFiles(names, prefix)) == 0 {
 				t.Fatal("the child made no files")
 			}
@@ -319,9 +301,7 @@ func TestProducerKilledMidPutLeavesNothing(t *testing.T) {
 		names := scope.New(s)
 		prefix := shmtest.Key("midput")
 		p := shmtest.Start(t, "flood", s, strconv.Itoa(connector.NoRing), prefix, strconv.Itoa(4<<20))
-		if l := p.Line(t, wait); l != "putting" {
-			t.Fatal(l)
-		}
+		p.Expect(t, wait, "putting")
 		// Let it get some way into later puts: the kill lands wherever it is.
 		shmtest.Eventually(t, wait, "a few more puts", func() bool {
 			return len(scopeFiles(names, prefix)) >= 2*(1+i%4)
@@ -339,9 +319,7 @@ func TestOnlyOwnFIFOsAreTracked(t *testing.T) {
 	s := shmtest.Scope(t)
 	names := scope.New(s)
 	other := shmtest.Start(t, "recv", s, shmtest.Key("never"), "1h")
-	if l := other.Line(t, wait); l != "waiting" {
-		t.Fatal(l)
-	}
+	other.Expect(t, wait, "waiting")
 	theirs, _ := filepath.Glob(names.WakeDir + "/1_*")
 	if len(theirs) != 1 {
 		t.Fatalf("the other receiver's FIFOs: %v", theirs)

@@ -278,9 +278,7 @@ func TestRingOfAReusedPidIsNotAttached(t *testing.T) {
 			}
 			conntest.Missing(t, r, "0", "1", key, desc)
 			p.Send(t, "close")
-			if l := p.Line(t, wait); l != "closed" {
-				t.Fatal(l)
-			}
+			p.Expect(t, wait, "closed")
 		})
 	}
 }

@@ -174,9 +174,7 @@ func TestCrossProcessWake(t *testing.T) {
 		if got := p.Line(t, patience); got != "closed" {
 			t.Fatalf("child: %q", got)
 		}
-		if err := p.Wait(t, patience); err != nil {
-			t.Fatal(err)
-		}
+		p.Exited(t, patience)
 		if exists(dir) {
 			t.Fatalf("%s left behind", dir)
 		}
@@ -193,9 +191,7 @@ func TestCrossProcessWake(t *testing.T) {
 		if !changed || now != gen+1 {
 			t.Fatalf("WaitForChange = %d, %v; want %d, true", now, changed, gen+1)
 		}
-		if err := p.Wait(t, patience); err != nil {
-			t.Fatal(err)
-		}
+		p.Exited(t, patience)
 	})
 }
 
