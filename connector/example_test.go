@@ -112,16 +112,8 @@ func ExampleOpen_errors() {
 // once a receiver took one, and says so when the producer retired one
 // instead. Shutdown would wait for every pending one before closing.
 func ExampleSHM_WaitClaimed() {
-	scope := fmt.Sprintf("claims-example-%d", os.Getpid())
-	producer, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
-	if err != nil {
-		log.Fatal(err)
-	}
+	producer, consumer := openStages(fmt.Sprintf("claims-example-%d", os.Getpid()))
 	defer producer.Close()
-	consumer, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
-	if err != nil {
-		log.Fatal(err)
-	}
 	defer consumer.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -147,4 +139,18 @@ func ExampleSHM_WaitClaimed() {
 	// Output:
 	// claimed: <nil>
 	// true
+}
+
+// openStages opens stages 0 and 1 of one deployment scope, as Example does.
+func openStages(scope string) (producer, consumer *connector.SHM) {
+	producer, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
+	if err != nil {
+		log.Fatal(err)
+	}
+	consumer, err = connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
+	if err != nil {
+		producer.Close()
+		log.Fatal(err)
+	}
+	return producer, consumer
 }

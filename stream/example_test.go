@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"time"
 
@@ -122,18 +123,8 @@ func ExampleReader_Next_senderGone() {
 // Mux: it is told the request ids, and yields each chunk as it arrives, in
 // order within its request.
 func ExampleMux() {
-	scope := fmt.Sprintf("stream-example-mux-%d", os.Getpid())
-	stage0, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	stage0, stage1 := openStages(fmt.Sprintf("stream-example-mux-%d", os.Getpid()))
 	defer stage0.Close()
-	stage1, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
 	defer stage1.Close()
 
 	mux, err := stream.NewMux(stage1, "0", "1", stream.MuxOptions{Buffer: 4})
@@ -194,18 +185,8 @@ func ExampleMux() {
 // returns once a receiver has claimed every chunk sent, so closing the
 // connector afterwards retires nothing a reader still needed.
 func ExampleSender_Drain() {
-	scope := fmt.Sprintf("stream-example-drain-%d", os.Getpid())
-	stage0, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	stage0, stage1 := openStages(fmt.Sprintf("stream-example-drain-%d", os.Getpid()))
 	defer stage0.Close()
-	stage1, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
 	defer stage1.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -249,4 +230,17 @@ func ExampleSender_Drain() {
 	// drain: <nil>
 	// read: 3
 	// reclaimed: 0
+}
+
+// openStages opens stages 0 and 1 of one deployment scope, as Example does.
+func openStages(scope string) (stage0, stage1 *connector.SHM) {
+	stage0, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if stage1, err = connector.Open(connector.Options{StageID: "1", WakeupScope: scope}); err != nil {
+		stage0.Close()
+		log.Fatal(err)
+	}
+	return stage0, stage1
 }
