@@ -20,7 +20,7 @@ import (
 // miss for Get and for Recv, logged once by the connector, never an error
 // per call; nothing is read through it or removed.
 
-func openWarned(t *testing.T, s string, stage connector.Stage, ringBytes int) (*connector.SHM, *warnCounter) {
+func openWarned(t testing.TB, s string, stage connector.Stage, ringBytes int) (*connector.SHM, *warnCounter) {
 	t.Helper()
 	warns := &warnCounter{}
 	c, err := connector.Open(connector.Options{WakeupScope: s, StageID: stage, HostRingBytes: ringBytes, Logger: slog.New(warns)})

@@ -26,9 +26,10 @@ func TestMain(m *testing.M) {
 		"pending":  rolePending,
 		"flood":    roleFlood,
 
-		"soakproducer": roleSoakProducer,
-		"soakreceiver": roleSoakReceiver,
-		"fanout":       roleFanoutProducer,
+		"soakproducer":  roleSoakProducer,
+		"soakreceiver":  roleSoakReceiver,
+		"fanout":        roleFanoutProducer,
+		"batchproducer": roleBatchProducer,
 	})
 }
 
