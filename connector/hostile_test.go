@@ -4,9 +4,14 @@ package connector_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -14,6 +19,7 @@ import (
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
+	"omnishm/tensor"
 )
 
 // Files anyone can plant in /dev/shm at a key's names (SPEC §6): each is a
@@ -118,4 +124,133 @@ func TestRecvPastAPlantedSymlink(t *testing.T) {
 		t.Fatalf("%d warnings, want one", n)
 	}
 	shmtest.AssertPresent(t, target)
+}
+
+// nobody is the unprivileged user a root test runs a child as.
+const nobody = 65534
+
+// roleAsNobody: scope key... As stage 0 and stage 1 of scope (run as
+// another user than the test's), it puts a ring and a per-key payload of
+// its own, says "ready", and on "go" checks three times over that each key
+// (where the test planted root's 0600 files) is a miss by Get and by Recv,
+// never an error, while its own payloads on both paths still arrive, past
+// a ring of root's planted in its ring directory. It says "ok" or what
+// went wrong.
+func roleAsNobody(args []string) int {
+	s, planted := args[0], args[1:]
+	var opened []*connector.SHM
+	defer func() {
+		for _, c := range opened {
+			c.Close()
+		}
+	}()
+	open := func(stage connector.Stage) (*connector.SHM, error) {
+		c, err := connector.Open(connector.Options{WakeupScope: s, StageID: stage, HostRingBytes: hostileRing, PollInterval: time.Hour})
+		if err == nil {
+			opened = append(opened, c)
+		}
+		return c, err
+	}
+	sender, err := open("0")
+	if err != nil {
+		return childFailed(err)
+	}
+	receiver, err := open("1")
+	if err != nil {
+		return childFailed(err)
+	}
+	own := 0
+	deliver := func() error {
+		for _, n := range []int{ringCodes, keyCodes} {
+			own++
+			key := "own" + strconv.Itoa(own)
+			if _, _, err := sender.Put("0", "1", key, conntest.Codes(n, int64(own))); err != nil {
+				return fmt.Errorf("put %s: %w", key, err)
+			}
+			v, _, ok, err := receiver.Get("0", "1", key, nil)
+			if err != nil || !ok {
+				return fmt.Errorf("get %s: ok=%v err=%v", key, ok, err)
+			}
+			if got, _ := tensor.Values[int64](v.(map[string]any)["codes"].(*tensor.Tensor)); len(got) != n || got[0] != int64(own) {
+				return fmt.Errorf("get %s: %d values from %v", key, len(got), got[:1])
+			}
+		}
+		return nil
+	}
+	if err := deliver(); err != nil { // makes the ring directory too
+		return childFailed(err)
+	}
+	shmtest.Say("ready")
+	shmtest.Hear()
+	for range 3 {
+		for _, key := range planted {
+			if _, _, ok, err := receiver.Get("0", "1", key, nil); ok || err != nil {
+				shmtest.Say("get %s: ok=%v err=%v", key, ok, err)
+				return 0
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			_, _, err := receiver.Recv(ctx, "0", key)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				shmtest.Say("recv %s: %v", key, err)
+				return 0
+			}
+		}
+		if err := deliver(); err != nil {
+			shmtest.Say("%v", err)
+			return 0
+		}
+	}
+	shmtest.Say("ok")
+	return 0
+}
+
+// Another user's process (a child as nobody) meets root's 0600 files at a
+// key's names and a root ring in its ring directory: opening them fails
+// with EACCES, which is a miss or a contained fault, never an error per
+// call; its own payloads keep arriving on both paths.
+func TestOtherUsersFilesUnopenable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a child as another user")
+	}
+	s := shmtest.Scope(t)
+	names := scope.ForUID(nobody, s, 0)
+	bothRoot, rootLock, lockOnly := shmtest.Key("rootboth"), shmtest.Key("rootlock"), shmtest.Key("lockonly")
+	var planted []string
+	t.Cleanup(func() {
+		for _, p := range planted {
+			os.Remove(p)
+		}
+		os.Remove(names.RingDir())
+		shmtest.AssertAbsent(t, names.RingDir(), names.WakeDir)
+	})
+	plant := func(path string, data []byte, uid int) {
+		planted = append(planted, shmtest.WriteFile(t, path, data))
+		if err := os.Lchown(path, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	child := shmtest.StartAs(t, &syscall.Credential{Uid: nobody, Gid: nobody}, "asnobody", s, bothRoot, rootLock, lockOnly)
+	if l := child.Line(t, wait); l != "ready" {
+		t.Fatalf("child: %s", l)
+	}
+	plant(scope.Path(bothRoot), []byte("\xa5root's"), 0)
+	plant(scope.Path(scope.LockName(bothRoot)), nil, 0)
+	plant(scope.Path(rootLock), []byte("\xa5nobody's"), nobody)
+	plant(scope.Path(scope.LockName(rootLock)), nil, 0)
+	plant(scope.Path(scope.LockName(lockOnly)), nil, 0)
+	id, err := scope.NewID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootRing := names.RingName("0", "1", os.Getpid(), id)
+	plant(scope.Path(rootRing), make([]byte, 4096), 0)
+	plant(names.MarkerPath(rootRing), nil, 0)
+	child.Send(t, "go")
+	if l := child.Line(t, wait); l != "ok" {
+		t.Fatalf("child: %s", l)
+	}
+	if err := child.Wait(t, wait); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -30,6 +30,7 @@ func TestMain(m *testing.M) {
 		"soakreceiver":  roleSoakReceiver,
 		"fanout":        roleFanoutProducer,
 		"batchproducer": roleBatchProducer,
+		"asnobody":      roleAsNobody,
 	})
 }
 
