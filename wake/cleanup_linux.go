@@ -25,17 +25,34 @@ var ErrNotSleepers = errors.New("wake: not a sleepers file of this user")
 // FIFO every time), only the saved writes.
 func RemoveSleepers(dir, fifoName string) error {
 	path := dir + "/" + scope.SleepersName(fifoName)
-	s := openSleepers(unix.AT_FDCWD, path)
-	if s == nil {
-		var st unix.Stat_t
-		if err := unix.Lstat(path, &st); err == unix.ENOENT {
+	if err := checkSleepers(path); err != nil {
+		if errors.Is(err, unix.ENOENT) {
 			return nil
 		}
-		return fmt.Errorf("%w: %s", ErrNotSleepers, path)
+		return err
 	}
-	s.close()
 	if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
 		return fmt.Errorf("wake: remove %s: %w", path, err)
 	}
 	return nil
+}
+
+// CheckSleepers reports whether the FIFO fifoName in the wake directory dir
+// has a sleepers file a receiver of this user made: nil if so, an error
+// wrapping ErrNotSleepers for another file at its name, one wrapping
+// fs.ErrNotExist for none (what RemoveSleepers would do, for a dry run).
+func CheckSleepers(dir, fifoName string) error {
+	return checkSleepers(dir + "/" + scope.SleepersName(fifoName))
+}
+
+func checkSleepers(path string) error {
+	if s := openSleepers(unix.AT_FDCWD, path); s != nil {
+		s.close()
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err == unix.ENOENT {
+		return fmt.Errorf("wake: %s: %w", path, err)
+	}
+	return fmt.Errorf("%w: %s", ErrNotSleepers, path)
 }
