@@ -21,9 +21,11 @@ func TestMain(m *testing.M) {
 		"pending":  rolePending,
 		"flood":    roleFlood,
 
-		"soakproducer": roleSoakProducer,
-		"soakreceiver": roleSoakReceiver,
-		"fanout":       roleFanoutProducer,
+		"soakproducer":  roleSoakProducer,
+		"soakreceiver":  roleSoakReceiver,
+		"fanout":        roleFanoutProducer,
+		"batchproducer": roleBatchProducer,
+		"asnobody":      roleAsNobody,
 	})
 }
 

@@ -253,6 +253,42 @@ func TestReceiveMissesAtOnceUnderAnotherProcessLock(t *testing.T) {
 	}
 }
 
+// Break: the receive dispatcher's sweep of a ring (Recv's wait, SPEC §8)
+// waits for another process's ring lock instead of skipping the ring as
+// busy, so a Recv of a per-key payload on the same edge is not woken until
+// the lock is let go. The holder lets go once the Recv has returned, or
+// after holdFor (a guard, as above).
+func TestRecvWaitsForNoRingLock(t *testing.T) {
+	const holdFor = 2 * time.Second
+	l := newLap(t)
+	r := l.receiver()
+	l.fill(r, 1)
+	d := l.put(l.key(), 1) // moves head: the next sweep must look
+	holder := shmtest.HoldLock(t, scope.Path(d.HostRing.Name))
+	key := l.key()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		_, _, err := r.Recv(ctx, "0", key)
+		done <- err
+	}()
+	conntest.MustPut(t, l.sender, "0", "1", key, bytes.Repeat([]byte{7}, lapBytes)) // per key: over a quarter of the ring
+	var err error
+	waited := false
+	select {
+	case err = <-done:
+		holder.Release(t)
+	case <-time.After(holdFor):
+		waited = true
+		holder.Release(t)
+		err = <-done
+	}
+	if err != nil || waited {
+		t.Fatalf("recv of a per-key payload under another process's ring lock: err=%v, waited for the lock: %v", err, waited)
+	}
+}
+
 // Break: a ring is attached although the start time of its creator pid
 // differs from creator_start (SPEC §7: the pid was reused by another
 // process), so a dead producer's frames are delivered. A live producer's

@@ -62,7 +62,7 @@ var (
 	lockOldestDesc = prometheus.NewDesc("omnishm_shm_lock_file_oldest_age_seconds",
 		"Age of the oldest per-key lock file; 0 without lock files.", nil, nil)
 	orphansDesc = prometheus.NewDesc("omnishm_shm_orphan_candidates",
-		"What `omnishm prune` would consider removing, by kind: rings of dead producers, markers without rings, orphan lock files, FIFOs without readers.",
+		"What `omnishm prune` would consider removing, by kind: rings of dead producers, markers without rings, orphan lock files, FIFOs without readers, sleepers files whose FIFO is gone or unread.",
 		[]string{"kind"}, nil)
 	orphanBytesDesc = prometheus.NewDesc("omnishm_shm_orphan_ring_bytes",
 		"Bytes held by ring files of dead producers.", nil, nil)
@@ -160,7 +160,7 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(ch, lockOldestDesc, seconds(oldest))
 	o := st.Orphans()
-	for kind, n := range map[string]int{"ring": o.Rings, "marker": o.Markers, "lock": o.Locks, "fifo": o.FIFOs} {
+	for kind, n := range map[string]int{"ring": o.Rings, "marker": o.Markers, "lock": o.Locks, "fifo": o.FIFOs, "sleepers": o.Sleepers} {
 		gauge(ch, orphansDesc, float64(n), kind)
 	}
 	gauge(ch, orphanBytesDesc, float64(o.RingBytes))

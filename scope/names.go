@@ -112,6 +112,27 @@ func TempFIFOName(id string) string { return tempFIFO + id }
 // it; Python peers never look at it.
 func SleepersName(fifoName string) string { return sleepersFile + fifoName }
 
+// SleepersFIFO returns the FIFO name a sleepers file name belongs to (the
+// inverse of SleepersName), or false if name is not one.
+func SleepersFIFO(name string) (string, bool) {
+	fifo, ok := strings.CutPrefix(name, sleepersFile)
+	if _, isFIFO := FIFOStage(fifo); !ok || !isFIFO {
+		return "", false
+	}
+	return fifo, true
+}
+
+// TempFIFOOf is the name a receiver creates FIFO fifoName under before it
+// publishes it (TempFIFOName of the same id), or false if fifoName is not
+// a FIFO name.
+func TempFIFOOf(fifoName string) (string, bool) {
+	_, id, ok := strings.Cut(fifoName, "_")
+	if _, isFIFO := FIFOStage(fifoName); !ok || !isFIFO {
+		return "", false
+	}
+	return TempFIFOName(id), true
+}
+
 // FIFOStage returns the stage of a wake FIFO name {stage}_{uuid4 hex}.
 func FIFOStage(name string) (string, bool) {
 	stage, id, ok := strings.Cut(name, "_")

@@ -1,6 +1,7 @@
 package wake
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -404,4 +405,40 @@ func TestSleepersLoseNoWakeup(t *testing.T) {
 	}
 	<-done
 	t.Logf("%d messages, %d sleeps", messages, slept)
+}
+
+// RemoveSleepers removes a receiver's sleepers file, and nothing else at
+// the name: a file without the form, a symlink (nor what it points at).
+func TestRemoveSleepers(t *testing.T) {
+	dir := wakeDir(t)
+	r := openReceiver(t, dir, "1")
+	name := filepath.Base(r.path)
+	path := filepath.Join(dir, scope.SleepersName(name))
+	s, err := createSleepers(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.close()
+	if err := RemoveSleepers(dir, name); err != nil {
+		t.Fatal(err)
+	}
+	shmtest.AssertAbsent(t, path)
+	if err := RemoveSleepers(dir, name); err != nil {
+		t.Fatalf("none there: %v", err)
+	}
+	target := shmtest.WriteFile(t, filepath.Join(dir, "target"), append(sleepersMagic[:], make([]byte, sleepersSize-8)...))
+	t.Cleanup(func() { os.Remove(target) })
+	for _, plant := range []func() error{
+		func() error { return os.WriteFile(path, make([]byte, sleepersSize), 0o600) },
+		func() error { return os.Symlink(target, path) },
+	} {
+		if err := plant(); err != nil {
+			t.Fatal(err)
+		}
+		if err := RemoveSleepers(dir, name); !errors.Is(err, ErrNotSleepers) {
+			t.Errorf("got %v, want ErrNotSleepers", err)
+		}
+		shmtest.AssertPresent(t, path, target)
+		os.Remove(path)
+	}
 }

@@ -161,6 +161,11 @@ func printState(w io.Writer, st *shmstate.State) {
 		if len(rows) > 0 {
 			table("FIFO\tSTAGE\tREADER\tAGE", rows)
 		}
+		for _, sl := range sc.Sleepers {
+			if sl.Orphaned() {
+				fmt.Fprintf(w, "  sleepers file without a read FIFO: %s\n", sl.Name)
+			}
+		}
 	}
 	fmt.Fprintf(w, "per-key files of uid %d (not tied to a scope)\n", st.UID)
 	if len(st.Locks) == 0 {

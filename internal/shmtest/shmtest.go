@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,7 +142,14 @@ func register(role string, fn func(args []string) int) {
 // still running.
 func Start(t testing.TB, role string, args ...string) *Proc {
 	t.Helper()
-	c, err := reexec.Start(roleName(role), reexec.Options{Args: append([]string{noTests}, args...)})
+	return StartAs(t, nil, role, args...)
+}
+
+// StartAs is Start with the child running as cred's user and groups (nil:
+// this process's); only root may give another user's.
+func StartAs(t testing.TB, cred *syscall.Credential, role string, args ...string) *Proc {
+	t.Helper()
+	c, err := reexec.Start(roleName(role), reexec.Options{Args: append([]string{noTests}, args...), Credential: cred})
 	if err != nil {
 		t.Fatal(err)
 	}
