@@ -106,6 +106,14 @@ func FIFOName(stage, id string) string { return stage + "_" + id }
 // they never open it while it has no reader.
 func TempFIFOName(id string) string { return tempFIFO + id }
 
+// IsTempFIFO reports whether name is a receiver's temporary FIFO
+// (TempFIFOName): one a receiver killed between creating and renaming it
+// leaves behind, with no reader.
+func IsTempFIFO(name string) bool {
+	id, ok := strings.CutPrefix(name, tempFIFO)
+	return ok && id != "" && IsHex(id)
+}
+
 // SleepersName is the name, in the wake directory, of the Go-only file in
 // which the receiver of FIFO fifoName counts the goroutines asleep on it
 // (package wake): .sleepers_{fifo name}. No producer's "{stage}_*" matches

@@ -475,6 +475,12 @@ func TestPruneDeadReceiverLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeSleepers(t, wakeDir, "2_0a", true)
+	// A receiver killed between mkfifo and rename leaves its temporary
+	// FIFO, with no reader, and the sleepers file of the FIFO it would be.
+	if err := unix.Mkfifo(filepath.Join(wakeDir, scope.TempFIFOName("0b")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeSleepers(t, wakeDir, "2_0b", true)
 	if _, err := Prune(PruneOptions{Options: Options{Dir: dir}}); err != nil {
 		t.Fatal(err)
 	}

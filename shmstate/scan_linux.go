@@ -224,7 +224,7 @@ func scanScope(o Options, l layout, d, name, wakeName string) (Scope, error) {
 		}
 		for _, e := range entries {
 			stage, ok := scope.FIFOStage(e.name)
-			if !ok || !e.isFIFO() {
+			if !ok && !scope.IsTempFIFO(e.name) || !e.isFIFO() {
 				continue
 			}
 			sc.FIFOs = append(sc.FIFOs, FIFO{Name: e.name, Stage: stage, Reader: hasReader(filepath.Join(sc.WakeDir, e.name)), Age: Age(o.Now.Sub(e.mtime()))})

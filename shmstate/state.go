@@ -129,7 +129,9 @@ type Ring struct {
 	frames []frameMark // the live window, tail to head, for a Tracker
 }
 
-// FIFO is one wakeup FIFO W/{stage}_{uuid}.
+// FIFO is one wakeup FIFO W/{stage}_{uuid}, or a receiver's temporary
+// FIFO W/.tmp_{uuid} (Stage ""), which it renames into place once its read
+// end is open: a receiver killed in between leaves it with no reader.
 type FIFO struct {
 	Name  string `json:"name"`
 	Stage string `json:"stage"`

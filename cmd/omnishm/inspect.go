@@ -156,7 +156,11 @@ func printState(w io.Writer, st *shmstate.State) {
 		}
 		rows = rows[:0]
 		for _, f := range sc.FIFOs {
-			rows = append(rows, []string{f.Name, f.Stage, yesNo(f.Reader), f.Age.String()})
+			stage := f.Stage
+			if stage == "" {
+				stage = "- (temporary)"
+			}
+			rows = append(rows, []string{f.Name, stage, yesNo(f.Reader), f.Age.String()})
 		}
 		if len(rows) > 0 {
 			table("FIFO\tSTAGE\tREADER\tAGE", rows)
