@@ -302,6 +302,51 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestMarshalTypedSlices: a typed numeric slice prints as the 1-D tensor
+// it travels as (wire's Encoder), so the JSON form of a Go value and of
+// the payload a receiver decodes from it agree; other slices stay lists.
+func TestMarshalTypedSlices(t *testing.T) {
+	type code int32
+	cases := []struct {
+		name string
+		v    any
+		want string // "" when the value is not a tensor
+	}{
+		{"float32", []float32{1, 2}, `{"$tensor":{"data":"AACAPwAAAEA=","dtype":"float32","shape":[2]}}`},
+		{"int64", []int64{-1}, `{"$tensor":{"data":"//////////8=","dtype":"int64","shape":[1]}}`},
+		{"empty float64", []float64{}, `{"$tensor":{"data":"","dtype":"float64","shape":[0]}}`},
+		{"bool array", [2]bool{true, false}, `{"$tensor":{"data":"AQA=","dtype":"bool","shape":[2]}}`},
+		{"named", []code{7}, `{"$tensor":{"data":"BwAAAA==","dtype":"int32","shape":[1]}}`},
+		{"half", []tensor.Half{0x3c00}, `{"$tensor":{"data":"ADw=","dtype":"float16","shape":[1]}}`},
+		{"in a map", map[string]any{"h": []uint16{1}}, `{"h":{"$tensor":{"data":"AQA=","dtype":"uint16","shape":[1]}}}`},
+		{"nil", []float32(nil), "null"},
+		{"ints stay a list", []int{1, 2}, "[1,2]"},
+		{"bytes stay bytes", [2]uint8{1, 2}, `{"$bytes":"AQI="}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Marshal(c.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != c.want {
+				t.Errorf("Marshal = %s, want %s", got, c.want)
+			}
+			b, err := wire.Marshal(c.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := wire.Unmarshal(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if decoded, err := Marshal(back); err != nil || string(decoded) != string(got) {
+				t.Errorf("the decoded payload prints %s (%v), the Go value %s", decoded, err, got)
+			}
+		})
+	}
+}
+
 func TestMarshalIndent(t *testing.T) {
 	got, err := MarshalIndent(map[string]any{"a": []any{1.0, int64(2)}}, "", " ")
 	if err != nil {
