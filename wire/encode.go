@@ -106,6 +106,11 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 		return appendBin(b, x), nil
 	case Ext:
 		return appendExt(b, x.Code, x.Data), nil
+	case *Ext: // not by reflection: its value form would come back here
+		if x == nil {
+			return appendNil(b), nil
+		}
+		return appendExt(b, x.Code, x.Data), nil
 	case *tensor.Tensor:
 		if x == nil {
 			return appendNil(b), nil
