@@ -56,7 +56,8 @@ func (e *RecvTimeoutError) Error() string {
 }
 
 // Where names the scope the receiver looked in: `scope "name"`, or for no
-// scope the parent pid its names are keyed by.
+// scope the parent pid its names are keyed by; for another transport, the
+// where it gave NewRecvTimeoutError.
 func (e *RecvTimeoutError) Where() string {
 	if e.where != "" {
 		return e.where
