@@ -38,22 +38,14 @@ func TestClaimedByAnotherProcess(t *testing.T) {
 	holder.Release(t)
 
 	child := shmtest.Start(t, "receiver", sc, "watched")
-	if l := child.Line(t, wait); l != "ready" {
-		t.Fatalf("child: %q", l)
-	}
+	child.Expect(t, wait, "ready")
 	mustClaimed(t, d, false)
 	child.Send(t, "go")
-	if l := child.Line(t, wait); l != "got 0203" {
-		t.Fatalf("child: %q", l)
-	}
+	child.Expect(t, wait, "got 0203")
 	mustClaimed(t, d, true)
 	child.Send(t, "stop")
-	if l := child.Line(t, wait); l != "claims=1" {
-		t.Fatalf("child: %q", l)
-	}
-	if err := child.Wait(t, wait); err != nil {
-		t.Fatal(err)
-	}
+	child.Expect(t, wait, "claims=1")
+	child.Exited(t, wait)
 }
 
 // A frame retired by its producer, reclaimed, or in a ring that is gone is

@@ -70,20 +70,9 @@ func (t *Transport) Receive(from, to, key string, desc *descriptor.RingHandle, d
 	if !ok {
 		return Taken{}, false, nil
 	}
-	sawDead := false
-	for _, r := range readers {
-		if r.quickMiss(key) {
-			continue
-		}
-		got, ok, dead, err := r.receive(&t.stats, key, nil, decode)
-		if dead && err != nil {
-			t.rejectReader(r, err)
-			continue
-		}
-		if ok || err != nil {
-			return got, ok, err
-		}
-		sawDead = sawDead || dead
+	got, ok, sawDead, err := t.receiveFirst(readers, key, true, decode)
+	if ok || err != nil {
+		return got, ok, err
 	}
 	// The cheap miss (SPEC §3, §7): every attached ring missed without a
 	// lock and the watch saw no registry change since the edge was last
@@ -95,17 +84,30 @@ func (t *Transport) Receive(from, to, key string, desc *descriptor.RingHandle, d
 	if err != nil {
 		return Taken{}, false, err
 	}
-	for _, r := range fresh {
+	got, ok, _, err = t.receiveFirst(fresh, key, false, decode)
+	return got, ok, err
+}
+
+// receiveFirst claims key from the first of readers that holds it, dropping
+// the readers whose producer proves dead on the way; sawDead says whether
+// one did. With quick, a reader that can tell the key is absent without a
+// lock (reader.quickMiss) is skipped.
+func (t *Transport) receiveFirst(readers []*reader, key string, quick bool, decode func(Kind, []byte) (any, error)) (got Taken, ok, sawDead bool, err error) {
+	for _, r := range readers {
+		if quick && r.quickMiss(key) {
+			continue
+		}
 		got, ok, dead, err := r.receive(&t.stats, key, nil, decode)
 		if dead && err != nil {
 			t.rejectReader(r, err)
 			continue
 		}
 		if ok || err != nil {
-			return got, ok, err
+			return got, ok, sawDead, err
 		}
+		sawDead = sawDead || dead
 	}
-	return Taken{}, false, nil
+	return Taken{}, false, sawDead, nil
 }
 
 // snapshot is the poll path's view of edge from->to, from atomics only: its

@@ -460,9 +460,7 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 	d := mustPut(t, p, "0", "1", key, codes(7))
 	children := []*shmtest.Proc{shmtest.Start(t, "receiver", sc, key), shmtest.Start(t, "receiver", sc, key)}
 	for _, c := range children {
-		if l := c.Line(t, wait); l != "ready" {
-			t.Fatalf("child: %q", l)
-		}
+		c.Expect(t, wait, "ready")
 	}
 	for _, c := range children {
 		c.Send(t, "go")
@@ -506,9 +504,7 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 		t.Fatalf("claimed %d times", total)
 	}
 	for _, c := range children {
-		if err := c.Wait(t, wait); err != nil {
-			t.Fatal(err)
-		}
+		c.Exited(t, wait)
 	}
 	if _, err := os.Stat(scope.ShmDir + "/" + d.Name); err != nil {
 		t.Fatalf("receivers removed the producer's ring: %v", err)

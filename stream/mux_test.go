@@ -234,9 +234,7 @@ func TestRingProducerDeathEndsReaders(t *testing.T) {
 	conntest.RemoveAtEnd(t, scope.New(sc), shmtest.Prefix())
 	recv := conntest.Open(t, sc, "1", ring.DefaultCapacity)
 	p := shmtest.Start(t, "stallmany", append([]string{sc, strconv.Itoa(ring.DefaultCapacity), strconv.Itoa(chunks)}, ids...)...)
-	if l := p.Line(t, wait); l != "sent" {
-		t.Fatalf("producer: %s", l)
-	}
+	p.Expect(t, wait, "sent")
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	hour := ReaderOptions{ProgressTimeout: time.Hour}

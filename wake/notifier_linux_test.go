@@ -277,13 +277,7 @@ func BenchmarkNotifyCost(b *testing.B) {
 			n.rearm = n.startTimer // as in production: checks at most every syncEvery
 			n.Notify("1")
 			b.ReportAllocs()
-			r0, w0 := syscallCounts(b)
-			for b.Loop() {
-				n.Notify("1")
-			}
-			r1, w1 := syscallCounts(b)
-			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
-			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+			loopCountingSyscalls(b, func() { n.Notify("1") })
 		})
 	}
 }

@@ -146,9 +146,7 @@ func TestOwnerDeathUnlinksTracked(t *testing.T) {
 		{"SIGKILL", func(t *testing.T, p *shmtest.Proc) { p.Kill() }},
 		{"exit without Close", func(t *testing.T, p *shmtest.Proc) {
 			p.Send(t, "exit")
-			if err := p.Wait(t, patience); err != nil {
-				t.Fatal(err)
-			}
+			p.Exited(t, patience)
 		}},
 	}
 	for _, c := range cases {
@@ -218,9 +216,7 @@ func TestCloseForgetsEverything(t *testing.T) {
 	if !gone(pid) {
 		t.Fatal("watchdog still running after Close returned")
 	}
-	if err := p.Wait(t, patience); err != nil {
-		t.Fatal(err)
-	}
+	p.Exited(t, patience)
 	if !exists(a) {
 		t.Fatal("Close unlinked a tracked file")
 	}

@@ -158,3 +158,18 @@ func Files(names scope.Names, keyPrefixes ...string) []string {
 	}
 	return files
 }
+
+// ChildCodes is CodesOf without a test to fail, for a child that reports
+// what it got: [-1] when payload is not a non-empty Codes payload.
+func ChildCodes(payload any) []int64 {
+	m, _ := payload.(map[string]any)
+	tt, _ := m["codes"].(*tensor.Tensor)
+	if tt == nil {
+		return []int64{-1}
+	}
+	vals, err := tensor.Values[int64](tt)
+	if err != nil || len(vals) == 0 {
+		return []int64{-1}
+	}
+	return vals
+}

@@ -192,6 +192,24 @@ func (p *Proc) Wait(t testing.TB, timeout time.Duration) error {
 	return nil
 }
 
+// Expect fails the test unless the child's next line, within timeout, is
+// want.
+func (p *Proc) Expect(t testing.TB, timeout time.Duration, want string) {
+	t.Helper()
+	if l := p.Line(t, timeout); l != want {
+		t.Fatalf("child %d said %q, want %q", p.child.Pid(), l, want)
+	}
+}
+
+// Exited fails the test unless the child exits with status 0 within
+// timeout.
+func (p *Proc) Exited(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	if err := p.Wait(t, timeout); err != nil {
+		t.Fatalf("child %d: %v", p.child.Pid(), err)
+	}
+}
+
 // Kill sends SIGKILL and waits for the child to be reaped.
 func (p *Proc) Kill() { p.child.Kill() }
 
