@@ -494,6 +494,20 @@ func TestRecvTimeoutSaysWhatItSaw(t *testing.T) {
 	}
 }
 
+// Another transport's RecvTimeoutError says where it looked, and asks its
+// saw func only when Saw (or Error) is first called, once.
+func TestNewRecvTimeoutError(t *testing.T) {
+	calls := 0
+	te := connector.NewRecvTimeoutError(`bucket "b"`, "0", "1", "k", context.DeadlineExceeded, func() string { calls++; return "nothing there" })
+	if calls != 0 || !errors.Is(te, context.DeadlineExceeded) || te.Where() != `bucket "b"` {
+		t.Fatalf("calls %d, where %q, errors.Is %v", calls, te.Where(), errors.Is(te, context.DeadlineExceeded))
+	}
+	want := `connector: recv "k" on edge 0->1, bucket "b": nothing arrived before the deadline; saw nothing there`
+	if got := te.Error(); got != want || te.Saw() != "nothing there" || calls != 1 {
+		t.Errorf("Error %q (want %q), saw func called %d times", got, want, calls)
+	}
+}
+
 // A Recv whose ctx is cancelled returns ctx.Err() itself: only a deadline
 // makes a RecvTimeoutError.
 func TestRecvCancelledIsCanceled(t *testing.T) {

@@ -430,6 +430,59 @@ func TestRecvFindsAnEarlierPutAndEndsWithItsContext(t *testing.T) {
 	}
 }
 
+// A Recv whose deadline passes says where it looked (bucket, stream,
+// subject) and what the server holds there: the key's entry, other keys on
+// the edge, the key on another edge, other buckets, a deleted stream, an
+// unreachable server. It still matches context.DeadlineExceeded.
+func TestRecvTimeoutSaysWhatItSaw(t *testing.T) {
+	ts := startServer(t)
+	sender, receiver := edge(t, ts)
+	openConn(t, ts.url(), bucket(t), "5") // another bucket
+	recvTimeout := func(key string) *connector.RecvTimeoutError {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, _, err := receiver.Recv(ctx, "0", key)
+		te, ok := errors.AsType[*connector.RecvTimeoutError](err)
+		if !ok || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("recv %q: %v, want a RecvTimeoutError", key, err)
+		}
+		return te
+	}
+	contains := func(te *connector.RecvTimeoutError, wants ...string) {
+		t.Helper()
+		for _, w := range wants {
+			if !strings.Contains(te.Error(), w) {
+				t.Errorf("%s\nwant %q in it", te, w)
+			}
+		}
+	}
+	mustPut(t, sender, "0", "1", "other", codes(1, 1))
+	mustPut(t, sender, "0", "2", "k", codes(1, 2))
+	b := receiver.opts.Bucket
+	te := recvTimeout("k")
+	if te.From != "0" || te.To != "1" || te.Key != "k" {
+		t.Errorf("edge %s->%s key %q", te.From, te.To, te.Key)
+	}
+	contains(te, fmt.Sprintf("bucket %q, stream KV_%s, subject $KV.%s.0.1.k:", b, b, b),
+		"no entry for the key", "1 unclaimed publication of another key on the edge (other)",
+		"the key unclaimed on edge 0->2", "other buckets on the server (")
+
+	mustPut(t, sender, "0", "1", "k", codes(1, 3))
+	mustGet(t, openConn(t, ts.url(), b, "1"), "0", "1", "k", nil)
+	contains(recvTimeout("k"), "claimed already")
+
+	_, js := client(t, ts.url())
+	if err := js.DeleteKeyValue(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	contains(recvTimeout("k"), "no stream KV_"+b)
+
+	ts.stop()
+	shmtest.Eventually(t, wait, "the receiver to see the server gone", func() bool { up, _, _, _ := receiver.link.state(); return !up })
+	contains(recvTimeout("k"), "the server is unreachable")
+}
+
 // Many receivers in this process, each with its own connection, race for
 // every publication; each is claimed once, none is lost.
 func TestConcurrentReceiversClaimEachPublicationOnce(t *testing.T) {

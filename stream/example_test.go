@@ -116,7 +116,7 @@ func ExampleReader_Next_senderGone() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// stream: sender gone: request "req-2" chunk 0: no chunk within 10ms
+	// stream: sender gone: request "req-2" chunk 0: no chunk within 10ms; no chunk received yet, its producer unknown (no ReaderOptions.Sender, and no chunk came through a ring)
 }
 
 // A stage that consumes every request of an edge reads them through one

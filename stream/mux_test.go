@@ -264,8 +264,9 @@ func TestRingProducerDeathEndsReaders(t *testing.T) {
 	shmtest.Eventually(t, wait, "every reader to wait", func() bool { return recv.Waiting() == readers+1 })
 	p.Kill()
 	for range readers {
-		if err := <-errs; !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), "dead") {
-			t.Fatalf("a reader after its producer was killed: %v", err)
+		want := fmt.Sprintf("of the ring chunk %d came through is dead; the last chunk received, %d, came ", chunks-1, chunks-1)
+		if err := <-errs; !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("a reader after its producer was killed: %v, want %q in it", err, want)
 		}
 	}
 	c, err := m.Next(ctx)

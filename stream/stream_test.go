@@ -260,15 +260,26 @@ func TestReaderSenderGone(t *testing.T) {
 			if _, err := rd.Next(ctx); err != nil {
 				t.Fatalf("chunk put before death: %v", err)
 			}
-			if _, err := rd.Next(ctx); !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), "dead") {
+			if _, err := rd.Next(ctx); !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), "dead; the last chunk received, 0, came ") {
 				t.Fatalf("dead sender: %v", err)
 			}
 			if _, err := rd.Next(ctx); !errors.Is(err, ErrSenderGone) {
 				t.Fatalf("after the sender's exit: %v", err)
 			}
 			quiet := mustReader(t, tr, "q", ReaderOptions{ProgressTimeout: 20 * time.Millisecond})
-			if _, err := quiet.Next(ctx); !errors.Is(err, ErrSenderGone) {
+			if _, err := quiet.Next(ctx); !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), "no chunk received yet, its producer unknown") {
 				t.Fatalf("silent sender: %v", err)
+			}
+			m.Put("0", "1", Key("q", "0", 0), map[string]any{})
+			if _, err := quiet.Next(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := quiet.Next(ctx); !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), `request "q" chunk 1: no chunk within 20ms; the last chunk received, 0, came `) {
+				t.Fatalf("silent after chunk 0: %v", err)
+			}
+			watched := mustReader(t, tr, "w", ReaderOptions{Sender: self, ProgressTimeout: 20 * time.Millisecond})
+			if _, err := watched.Next(ctx); !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), fmt.Sprintf("sender process %v alive", self)) {
+				t.Fatalf("silent live sender: %v", err)
 			}
 			cctx, cancel := context.WithCancel(ctx)
 			cancel()

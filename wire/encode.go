@@ -106,6 +106,11 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 		return appendBin(b, x), nil
 	case Ext:
 		return appendExt(b, x.Code, x.Data), nil
+	case *Ext: // not by reflection: its value form would come back here
+		if x == nil {
+			return appendNil(b), nil
+		}
+		return appendExt(b, x.Code, x.Data), nil
 	case *tensor.Tensor:
 		if x == nil {
 			return appendNil(b), nil
@@ -390,8 +395,8 @@ func (s *encodeState) value(b []byte, v reflect.Value) ([]byte, error) {
 		if v.Type().Elem().Kind() == reflect.Uint8 {
 			return appendBin(b, byteSlice(v)), nil
 		}
-		if dt, ok := tensor.DTypeOfType(v.Type().Elem()); ok {
-			return s.tensor(b, typedSliceTensor(v, dt))
+		if t, ok := SliceTensor(v); ok {
+			return s.tensor(b, t)
 		}
 		if err := s.enter(); err != nil {
 			return b, err
@@ -434,14 +439,24 @@ func numericSlice[T tensor.Element](s *encodeState, b []byte, x []T) ([]byte, er
 	return s.tensor(b, t)
 }
 
-// typedSliceTensor is numericSlice for a slice or array found by
-// reflection (a named element type, say): a 1-D tensor over its memory,
-// or over a copy of an array that is not addressable.
-func typedSliceTensor(v reflect.Value, dt tensor.DType) *tensor.Tensor {
+// SliceTensor returns the 1-D tensor that v, a slice or array whose
+// elements are of a tensor dtype, travels as (see Encoder), over v's memory
+// (over a copy, for an array that is not addressable): v must not change
+// while the tensor is in use. ok is false for any other value, among them
+// byte slices and arrays (bin) and nil slices (nil). Encoder, and jsonform
+// printing a Go value as what it travels as, both ask it.
+func SliceTensor(v reflect.Value) (t *tensor.Tensor, ok bool) {
+	if k := v.Kind(); k != reflect.Slice && k != reflect.Array || k == reflect.Slice && v.IsNil() {
+		return nil, false
+	}
+	dt, ok := tensor.DTypeOfType(v.Type().Elem())
+	if !ok || dt == tensor.Uint8 {
+		return nil, false
+	}
 	n := v.Len()
-	t := &tensor.Tensor{DType: dt, Shape: []int{n}, Data: []byte{}}
+	t = &tensor.Tensor{DType: dt, Shape: []int{n}, Data: []byte{}}
 	if n == 0 {
-		return t
+		return t, true
 	}
 	if !v.Index(0).CanAddr() {
 		c := reflect.New(v.Type()).Elem()
@@ -449,7 +464,7 @@ func typedSliceTensor(v reflect.Value, dt tensor.DType) *tensor.Tensor {
 		v = c
 	}
 	t.Data = unsafe.Slice((*byte)(v.Index(0).Addr().UnsafePointer()), n*dt.ItemSize())
-	return t
+	return t, true
 }
 
 func byteSlice(v reflect.Value) []byte {
