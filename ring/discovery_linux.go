@@ -72,9 +72,6 @@ func (t *Transport) Receive(from, to, key string, desc *descriptor.RingHandle, d
 	}
 	sawDead := false
 	for _, r := range readers {
-		if r.quickMiss(key) {
-			continue
-		}
 		got, ok, dead, err := r.receive(&t.stats, key, nil, decode)
 		if dead && err != nil {
 			t.rejectReader(r, err)
