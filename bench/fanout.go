@@ -14,6 +14,7 @@ import (
 
 	"omnishm/connector"
 	"omnishm/internal/hostclock"
+	"omnishm/internal/reexec"
 	"omnishm/stream"
 )
 
@@ -21,12 +22,16 @@ import (
 // settle, measures a quiet idle window and says "cpu-ns wall-ns threads";
 // then this process puts the waiters' messages one by one, each after the
 // receiver said which waiter had the previous one ("i"); after the last
-// the receiver says the CPU it spent since the idle window, then writes
-// ackProbes more acknowledgements ("-1") with no waiter left to disturb
-// them and says what one cost ("cpu-ns ack-cpu-ns").
+// the receiver notes the CPU it spent since the idle window. Then, with
+// no waiter left, the harness alone: ackProbes times this process sends a
+// line ("probe") and waits for the answer ("-1"), as it waits for each
+// delivery's; the receiver, idle in between as between deliveries, says
+// what the deliveries and what one probe cost ("cpu-ns probe-cpu-ns").
 
-// ackProbes is how many acknowledgements a fanout's receiver times.
+// ackProbes is how many round trips of the harness a fanout times.
 const ackProbes = 100
+
+const fanoutProbe = "probe"
 
 // fanoutRequest is the request id of waiter i of a reader fanout.
 func fanoutRequest(prefix string, run, i int) string {
@@ -77,6 +82,9 @@ func timeFanout(r *runner, c *cell) error {
 		r.step(c)
 	}
 	for range ackProbes {
+		if err := r.peer.child.Send(fanoutProbe); err != nil {
+			return fmt.Errorf("receiver: %w", err)
+		}
 		if _, err := r.peer.numbersWithin(r.ctx, recvTimeout, 1); err != nil {
 			return err
 		}
@@ -93,7 +101,7 @@ func timeFanout(r *runner, c *cell) error {
 	res := FanoutResult{WaitIn: c.waitIn, Waiters: n, Size: c.payload.Size,
 		IdleS: time.Duration(idle[1]).Seconds(), Threads: int(idle[2]),
 		CPUPerMsgUs: float64(delivery[0]) / float64(time.Microsecond) / float64(n),
-		AckUs:       float64(delivery[1]) / float64(time.Microsecond)}
+		HarnessUs:   float64(delivery[1]) / float64(time.Microsecond)}
 	if idle[1] > 0 {
 		res.IdleCPUPct = 100 * float64(idle[0]) / float64(idle[1])
 	}
@@ -161,6 +169,10 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 	}
 	cpu2 := cpuTime()
 	for range ackProbes {
+		line, err := reexec.ReadLine()
+		if err != nil || line != fanoutProbe {
+			return fmt.Errorf("fanout: expected %q, read %q (%v)", fanoutProbe, line, err)
+		}
 		if err := say(-1); err != nil {
 			return err
 		}
