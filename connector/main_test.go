@@ -115,7 +115,7 @@ func roleReceiver(args []string) int {
 // messages in order, checks the value g*messages+j and says "got g j" (or
 // "error ..."), then "done".
 func roleSleeper(args []string) int {
-	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "1", PollInterval: time.Hour})
+	c, err := openUnpolled(args[0])
 	if err != nil {
 		return 1
 	}
@@ -146,6 +146,12 @@ func roleSleeper(args []string) int {
 	return 0
 }
 
+// openUnpolled opens stage 1 of scope with an hourly safety re-poll: in a
+// test, only wakeups (and what the dispatcher finds itself) end a Recv.
+func openUnpolled(scope string) (*connector.SHM, error) {
+	return connector.Open(connector.Options{WakeupScope: scope, StageID: "1", PollInterval: time.Hour})
+}
+
 func sleeperKey(prefix string, g, j int) string {
 	return prefix + strconv.Itoa(g) + "_" + strconv.Itoa(j)
 }
@@ -154,7 +160,7 @@ func sleeperKey(prefix string, g, j int) string {
 // first value of the received codes, or the error.
 func roleRecv(args []string) int {
 	// Only a wakeup can end this Recv before its timeout: no polling.
-	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "1", PollInterval: time.Hour})
+	c, err := openUnpolled(args[0])
 	if err != nil {
 		return 1
 	}
