@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -113,13 +114,10 @@ func timeFanout(r *runner, c *cell) error {
 	return nil
 }
 
-// delivered is what a waiter tells serveFanout.
-type delivered struct {
-	waiter int
-	err    error
-}
-
-// serveFanout is the receiver's side of a fanout cell.
+// serveFanout is the receiver's side of a fanout cell. Each waiter says
+// its own "i" the moment its message arrives, as a probe's answer is said
+// by the goroutine that read the probe: a delivery costs no hop to another
+// goroutine that the harness's own round trip does not make.
 func serveFanout(ctx context.Context, conn connector.Receiver, req request) error {
 	n := req.Messages
 	// Today's Recv holds an OS thread per waiter; Go stops at 10000.
@@ -130,13 +128,29 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 	defer exited.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // before exited.Wait: the waiters still blocked return
-	got := make(chan delivered, n)
+	var (
+		left     atomic.Int64
+		failOnce sync.Once
+		failErr  error
+	)
+	left.Store(int64(n))
+	all, failed := make(chan struct{}), make(chan struct{})
 	waiting.Add(n)
 	for i := range n {
 		exited.Add(1)
 		go func() {
 			defer exited.Done()
-			got <- delivered{i, wait(ctx, conn, req, i, &waiting)}
+			err := wait(ctx, conn, req, i, &waiting)
+			if err == nil {
+				err = say(int64(i))
+			}
+			if err != nil {
+				failOnce.Do(func() { failErr = fmt.Errorf("fanout waiter %d: %w", i, err); close(failed) })
+				return
+			}
+			if left.Add(-1) == 0 {
+				close(all)
+			}
 		}()
 	}
 	waiting.Wait()
@@ -153,19 +167,12 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 	if err := say(int64(cpu1-cpu0), int64(wall1-wall0), int64(osThreads())); err != nil {
 		return err
 	}
-	for range n {
-		var d delivered
-		select {
-		case d = <-got:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if d.err != nil {
-			return fmt.Errorf("fanout waiter %d: %w", d.waiter, d.err)
-		}
-		if err := say(int64(d.waiter)); err != nil {
-			return err
-		}
+	select {
+	case <-all:
+	case <-failed:
+		return failErr
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	cpu2 := cpuTime()
 	for range ackProbes {
