@@ -146,14 +146,18 @@ type FanoutResult struct {
 	Threads int `json:"threads"`
 	// CPUPerMsgUs is the CPU spent from the end of the idle window until
 	// the last waiter had its message, divided by Waiters. Each delivery
-	// includes the receiver's one-line acknowledgement to this process,
-	// which paces the puts: AckUs is the CPU one of those takes, timed
-	// over a hundred more once no waiter is left.
+	// is one round trip of the harness: the receiver, idle, is woken (by
+	// the put), and answers one line to this process, which paces the
+	// puts. HarnessUs is what such a round trip costs the receiver without
+	// a delivery: woken from idle by a line from this process, it answers
+	// one; timed over a hundred once no waiter is left.
 	CPUPerMsgUs float64 `json:"cpu_per_msg_us"`
-	AckUs       float64 `json:"ack_us"`
+	HarnessUs   float64 `json:"harness_us"`
 	// FlockPairs is CPUPerMsgUs in uncontended flock pairs (LOCK_EX +
-	// LOCK_UN, half of Report.Flock's p50).
-	FlockPairs *float64 `json:"flock_pairs"`
+	// LOCK_UN, half of Report.Flock's p50); NetFlockPairs is CPUPerMsgUs
+	// less HarnessUs in them: what the delivery itself costs.
+	FlockPairs    *float64 `json:"flock_pairs"`
+	NetFlockPairs *float64 `json:"net_flock_pairs"`
 }
 
 // Report is the whole --json output. Results is empty in fanout mode;
@@ -286,10 +290,11 @@ func (r Report) resultTable(tw io.Writer) {
 }
 
 func (r Report) fanoutTable(tw io.Writer) {
-	fmt.Fprintln(tw, "transport\twait in\twaiters\tsize\tidle s\tidle CPU %\tthreads\tCPU µs/msg\tflock pairs/msg\tof which ack µs\t")
+	fmt.Fprintln(tw, "transport\twait in\twaiters\tsize\tidle s\tidle CPU %\tthreads\tCPU µs/msg\tflock pairs/msg\tharness µs\tnet flock pairs\t")
 	for _, x := range r.Fanout {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.2f\t%.1f\t%d\t%.1f\t%s%.1f\t\n", x.Transport, x.WaitIn, x.Waiters, FormatSize(x.Size),
-			x.IdleS, x.IdleCPUPct, x.Threads, x.CPUPerMsgUs, optional(x.FlockPairs != nil, "%.0f", deref(x.FlockPairs)), x.AckUs)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.2f\t%.1f\t%d\t%.1f\t%s%.1f\t%s\n", x.Transport, x.WaitIn, x.Waiters, FormatSize(x.Size),
+			x.IdleS, x.IdleCPUPct, x.Threads, x.CPUPerMsgUs, optional(x.FlockPairs != nil, "%.0f", deref(x.FlockPairs)), x.HarnessUs,
+			optional(x.NetFlockPairs != nil, "%.0f", deref(x.NetFlockPairs)))
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -288,6 +290,54 @@ func roleFlood(args []string) int {
 		if i == 0 {
 			shmtest.Say("putting")
 		}
+	}
+}
+
+// Ring producers skip the wakeup of a receiver whose dispatcher is awake
+// (wake.Notifier.NotifyRing): none may be lost. A receiver process that
+// never polls receives, on several goroutines, keys a producer puts as soon
+// as the previous one of that goroutine arrived, so puts meet the
+// dispatcher both asleep and busy; with one goroutine, each put meets it
+// about to sleep. A lost wakeup leaves a Recv blocked and the test failing
+// at its deadline.
+func TestSkippedWakeupsLoseNone(t *testing.T) {
+	for _, tc := range []struct{ waiters, messages int }{{1, 400}, {4, 150}} {
+		t.Run(strconv.Itoa(tc.waiters), func(t *testing.T) {
+			s := shmtest.Scope(t)
+			prefix := shmtest.Key("sleep")
+			r := shmtest.Start(t, "sleeper", s, prefix, strconv.Itoa(tc.waiters), strconv.Itoa(tc.messages))
+			if l := r.Line(t, wait); l != "ready" {
+				t.Fatal(l)
+			}
+			sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
+			put := func(g, j int) {
+				if j > 0 && rand.N(2) == 0 {
+					for range rand.N(50) { // vary where the put meets the dispatcher
+						runtime.Gosched()
+					}
+				}
+				conntest.MustPut(t, sender, "0", "1", sleeperKey(prefix, g, j), conntest.Codes(1, int64(g*tc.messages+j)))
+			}
+			for g := range tc.waiters {
+				put(g, 0)
+			}
+			for range tc.waiters * tc.messages {
+				var g, j int
+				l := r.Line(t, wait)
+				if _, err := fmt.Sscanf(l, "got %d %d", &g, &j); err != nil {
+					t.Fatalf("receiver: %s", l)
+				}
+				if j+1 < tc.messages {
+					put(g, j+1)
+				}
+			}
+			if l := r.Line(t, wait); l != "done" {
+				t.Fatal(l)
+			}
+			if err := r.Wait(t, wait); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -178,6 +179,44 @@ func TestGoRingProducerToPythonReceiver(t *testing.T) {
 			missing(t, receiver, key, &d)
 		})
 	}
+}
+
+// A Go ring producer skips the wakeup of a Go receiver that is awake
+// (wake.Notifier.NotifyRing), never a Python receiver's: Python keeps no
+// sleepers count. The Python receiver sleeps on its FIFO between gets and
+// polls only once a minute, so each of its payloads must have brought it a
+// wakeup, while a Go receiver of the same stage, its dispatcher idle, counts
+// no sleeper.
+func TestPythonReceiverWokenBesideAnAwakeGoReceiver(t *testing.T) {
+	s := shmtest.Scope(t)
+	goReceiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	if _, _, err := goReceiver.Recv(ctx, "0", shmtest.Key("never")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Recv of a key never put: %v", err) // it started the dispatcher, which counts
+	}
+	cancel()
+	const n = 20
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = shmtest.Key("sleep" + strconv.Itoa(i))
+	}
+	py := startPeer(t, append([]string{"sleep", s, "0", "1"}, keys...)...)
+	py.expect(t, "ready")
+	sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
+	for i, key := range keys {
+		want := plainPayload(int64(i), false)
+		conntest.MustPut(t, sender, "0", "1", key, want)
+		r, data := parseReceived(t, py.line(t))
+		if r == nil {
+			t.Fatalf("payload %d: the Python receiver slept through its wakeup", i)
+		}
+		got, err := wire.Unmarshal(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkTree(t, key, want, got)
+	}
+	py.exit(t)
 }
 
 // Re-publishing a key retires the earlier frame: its descriptor never reads

@@ -70,7 +70,7 @@ func (t *Transport) Receive(from, to, key string, desc *descriptor.RingHandle, d
 	if !ok {
 		return Taken{}, false, nil
 	}
-	got, ok, sawDead, err := t.receiveFirst(readers, key, true, decode)
+	got, ok, sawDead, err := t.receiveFirst(readers, key, decode)
 	if ok || err != nil {
 		return got, ok, err
 	}
@@ -84,19 +84,16 @@ func (t *Transport) Receive(from, to, key string, desc *descriptor.RingHandle, d
 	if err != nil {
 		return Taken{}, false, err
 	}
-	got, ok, _, err = t.receiveFirst(fresh, key, false, decode)
+	got, ok, _, err = t.receiveFirst(fresh, key, decode)
 	return got, ok, err
 }
 
 // receiveFirst claims key from the first of readers that holds it, dropping
 // the readers whose producer proves dead on the way; sawDead says whether
-// one did. With quick, a reader that can tell the key is absent without a
-// lock (reader.quickMiss) is skipped.
-func (t *Transport) receiveFirst(readers []*reader, key string, quick bool, decode func(Kind, []byte) (any, error)) (got Taken, ok, sawDead bool, err error) {
+// one did. A reader that can tell the key is absent misses without a lock
+// (reader.receive).
+func (t *Transport) receiveFirst(readers []*reader, key string, decode func(Kind, []byte) (any, error)) (got Taken, ok, sawDead bool, err error) {
 	for _, r := range readers {
-		if quick && r.quickMiss(key) {
-			continue
-		}
 		got, ok, dead, err := r.receive(&t.stats, key, nil, decode)
 		if dead && err != nil {
 			t.rejectReader(r, err)
