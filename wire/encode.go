@@ -73,26 +73,11 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 		return appendNil(b), nil
 	case bool:
 		return appendBool(b, x), nil
-	case int:
-		return AppendInt(b, int64(x)), nil
-	case int8:
-		return AppendInt(b, int64(x)), nil
-	case int16:
-		return AppendInt(b, int64(x)), nil
-	case int32:
-		return AppendInt(b, int64(x)), nil
-	case int64:
-		return AppendInt(b, x), nil
-	case uint:
-		return appendUint(b, uint64(x)), nil
-	case uint8:
-		return appendUint(b, uint64(x)), nil
-	case uint16:
-		return appendUint(b, uint64(x)), nil
-	case uint32:
-		return appendUint(b, uint64(x)), nil
-	case uint64:
-		return appendUint(b, x), nil
+	case int, int8, int16, int32, int64:
+		// One case per signedness: reflect reads any width without allocating.
+		return AppendInt(b, reflect.ValueOf(x).Int()), nil
+	case uint, uint8, uint16, uint32, uint64:
+		return appendUint(b, reflect.ValueOf(x).Uint()), nil
 	case float32:
 		return appendFloat(b, float64(x)), nil
 	case float64:
