@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
@@ -43,6 +44,27 @@ func Open(tb testing.TB, scope string, stage connector.Stage, ringBytes int) *co
 		}
 	})
 	return c
+}
+
+// FromConfig builds the connector named name in the configuration document
+// yaml (config.Parse, then connector.New), closed when the test ends. It
+// returns the connector's configuration too.
+func FromConfig(tb testing.TB, yaml, name string) (connector.Transport, config.Connector) {
+	tb.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := connector.New(cfg.Connectors[name])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return c, cfg.Connectors[name]
 }
 
 // Edge opens both ends of edge 0->1 on a scope of the test's own.
