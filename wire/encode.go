@@ -126,27 +126,13 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 	case []int64:
 		return numericSlice(s, b, x)
 	case []int:
-		if x == nil {
-			return appendNil(b), nil
-		}
-		b = AppendArrayHeader(b, len(x))
-		for _, n := range x {
-			b = AppendInt(b, int64(n))
-		}
-		return b, nil
+		return appendList(b, x, func(b []byte, n int) []byte { return AppendInt(b, int64(n)) }), nil
 	case []float32:
 		return numericSlice(s, b, x)
 	case []float64:
 		return numericSlice(s, b, x)
 	case []string:
-		if x == nil {
-			return appendNil(b), nil
-		}
-		b = AppendArrayHeader(b, len(x))
-		for _, str := range x {
-			b = AppendString(b, str)
-		}
-		return b, nil
+		return appendList(b, x, AppendString), nil
 	}
 	return s.value(b, reflect.ValueOf(v))
 }
@@ -417,6 +403,19 @@ func numericSlice[T tensor.Element](s *encodeState, b []byte, x []T) ([]byte, er
 		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
 	return s.tensor(b, t)
+}
+
+// appendList writes x as a msgpack array, each element by appendElem (nil
+// as nil).
+func appendList[T any](b []byte, x []T, appendElem func([]byte, T) []byte) []byte {
+	if x == nil {
+		return appendNil(b)
+	}
+	b = AppendArrayHeader(b, len(x))
+	for _, v := range x {
+		b = appendElem(b, v)
+	}
+	return b
 }
 
 // typedSliceTensor is numericSlice for a slice or array found by
