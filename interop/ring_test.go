@@ -727,71 +727,62 @@ func TestPythonProducerToGoWaiters(t *testing.T) {
 // its polls (every millisecond here) and Python gets its share of them.
 func TestPythonReceiverCompetesWithTheDispatcher(t *testing.T) {
 	const n = 120
-	for _, c := range claimPaths {
-		t.Run(c.name, func(t *testing.T) {
-			s := shmtest.Scope(t)
-			sender, err := connector.Open(connector.Options{WakeupScope: s, StageID: "0", HostRingBytes: c.ringBytes, DisableWakeups: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sender.Close()
-			// Polls every millisecond: a race, not a rout.
-			receiver, err := connector.Open(connector.Options{WakeupScope: s, StageID: "1", HostRingBytes: c.ringBytes, PollInterval: time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer receiver.Close()
-			keys := make([]string, n)
-			want := map[string]any{}
-			for i := range keys {
-				keys[i] = shmtest.Key("race-wait")
-				want[keys[i]] = wrapPayload(i)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			type goGot struct {
-				key string
-				m   connector.Message
-				err error
-			}
-			results := make(chan goGot, n)
-			for _, key := range keys {
-				go func() {
-					m, err := receiver.RecvMessage(ctx, "0", key)
-					results <- goGot{key, m, err}
-				}()
-			}
-			shmtest.Eventually(t, wait, "every Go Recv to wait", func() bool { return receiver.Waiting() == n })
+	eachRace(t, "race-wait", n, func(t *testing.T, s string, ringBytes int, keys []string, want map[string]any) {
+		sender, err := connector.Open(connector.Options{WakeupScope: s, StageID: "0", HostRingBytes: ringBytes, DisableWakeups: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sender.Close()
+		// Polls every millisecond: a race, not a rout.
+		receiver, err := connector.Open(connector.Options{WakeupScope: s, StageID: "1", HostRingBytes: ringBytes, PollInterval: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer receiver.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		type goGot struct {
+			key string
+			m   connector.Message
+			err error
+		}
+		results := make(chan goGot, n)
+		for _, key := range keys {
+			go func() {
+				m, err := receiver.RecvMessage(ctx, "0", key)
+				results <- goGot{key, m, err}
+			}()
+		}
+		shmtest.Eventually(t, wait, "every Go Recv to wait", func() bool { return receiver.Waiting() == n })
 
-			py := startClaimer(t, s, keys, 40, c.ringBytes == connector.NoRing)
-			for _, key := range keys {
-				if _, d, err := sender.Put("0", "1", key, want[key]); err != nil || (d.HostRing != nil) != (c.ringBytes > 0) {
-					t.Fatalf("put %s: %v %v", key, d, err)
-				}
+		py := startClaimer(t, s, keys, 40, ringBytes == connector.NoRing)
+		for _, key := range keys {
+			if _, d, err := sender.Put("0", "1", key, want[key]); err != nil || (d.HostRing != nil) != (ringBytes > 0) {
+				t.Fatalf("put %s: %v %v", key, d, err)
 			}
-			byPython := pythonClaims(t, py, want)
-			// Every key Python did not claim reaches its Go waiter.
-			byGo := map[string]bool{}
-			for range n - len(byPython) {
-				g := <-results
-				if g.err != nil {
-					t.Fatalf("recv %s: %v", g.key, g.err)
-				}
-				if _, twice := byPython[g.key]; twice {
-					t.Fatalf("%s claimed by both receivers", g.key)
-				}
-				checkTree(t, g.key, want[g.key], g.m.Payload)
-				byGo[g.key] = true
+		}
+		byPython := pythonClaims(t, py, want)
+		// Every key Python did not claim reaches its Go waiter.
+		byGo := map[string]bool{}
+		for range n - len(byPython) {
+			g := <-results
+			if g.err != nil {
+				t.Fatalf("recv %s: %v", g.key, g.err)
 			}
-			// The waiters of Python's keys get nothing: their publications
-			// are gone.
-			cancel()
-			for range len(byPython) {
-				if g := <-results; g.err == nil || byGo[g.key] {
-					t.Fatalf("a second claim of %s (err %v)", g.key, g.err)
-				}
+			if _, twice := byPython[g.key]; twice {
+				t.Fatalf("%s claimed by both receivers", g.key)
 			}
-			t.Logf("Go dispatcher claimed %d, Python %d of %d", len(byGo), len(byPython), n)
-		})
-	}
+			checkTree(t, g.key, want[g.key], g.m.Payload)
+			byGo[g.key] = true
+		}
+		// The waiters of Python's keys get nothing: their publications
+		// are gone.
+		cancel()
+		for range len(byPython) {
+			if g := <-results; g.err == nil || byGo[g.key] {
+				t.Fatalf("a second claim of %s (err %v)", g.key, g.err)
+			}
+		}
+		t.Logf("Go dispatcher claimed %d, Python %d of %d", len(byGo), len(byPython), n)
+	})
 }

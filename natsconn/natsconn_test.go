@@ -19,14 +19,14 @@ import (
 	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/descriptor"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/tensor"
 	"omnishm/wire"
 )
 
 func TestPutGet(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	size, d, err := sender.Put("0", "1", "req-1_0_0", codes(56, 100))
 	if err != nil {
 		t.Fatal(err)
@@ -95,8 +95,7 @@ func TestPayloadBytesAreTheRings(t *testing.T) {
 }
 
 func TestSourceCanBeReusedAsSoonAsPutReturns(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	src, _ := tensor.FromSlice([]int64{1, 2, 3})
 	mustPut(t, sender, "0", "1", "reuse", map[string]any{"codes": src})
 	clear(src.Data)
@@ -130,8 +129,7 @@ func TestReplaceUnclaimed(t *testing.T) {
 }
 
 func TestStaleDescriptorNeverReadsANewerPublication(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	old := mustPut(t, sender, "0", "1", "stale", codes(3, 1))
 	fresh := mustPut(t, sender, "0", "1", "stale", codes(3, 2))
 	if fresh.Nats.Revision <= old.Nats.Revision {
@@ -161,8 +159,7 @@ func TestStaleDescriptorNeverReadsANewerPublication(t *testing.T) {
 }
 
 func TestDescriptorsOfOtherPublications(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	d := mustPut(t, sender, "0", "1", "mine", codes(3, 1))
 	otherBucket := d
 	otherBucket.Nats = &descriptor.NatsHandle{Bucket: "elsewhere", Key: d.Nats.Key, Revision: d.Nats.Revision, Size: d.Size}
@@ -225,8 +222,7 @@ func TestCleanupAndCleanupPrefixExactness(t *testing.T) {
 // A replace after a claim is a put like any other; a replace before it
 // retires the replaced put's object at once.
 func TestCleanupAfterReplaceRetiresTheNewest(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	mustPut(t, sender, "0", "1", "r", codes(1, 1))
 	mustGet(t, receiver, "0", "1", "r", nil)
 	mustPut(t, sender, "0", "1", "r", codes(1, 2))
@@ -237,8 +233,7 @@ func TestCleanupAfterReplaceRetiresTheNewest(t *testing.T) {
 }
 
 func TestKeysNATSCannotHold(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	long := strings.Repeat("é", 118) // 236 bytes: the longest key segments allow
 	keys := []string{"a.b", "a*b", ">", "a b", "k=v", "ünï", "tab\tkey", "$KV.x", "...", long}
 	edges := [][2]string{{"0", "1"}, {"encoder", "decoder.v2"}, {"", "1"}}
@@ -357,8 +352,7 @@ func TestReplacingAnObjectPayloadDeletesTheReplacedObject(t *testing.T) {
 }
 
 func TestRecvIsWokenByTheWatch(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	type result struct {
 		v   any
 		err error
@@ -399,8 +393,7 @@ func TestRecvIsWokenByTheWatch(t *testing.T) {
 }
 
 func TestRecvFindsAnEarlierPutAndEndsWithItsContext(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	mustPut(t, sender, "0", "1", "early", codes(1, 5))
 	v, _, err := receiver.Recv(context.Background(), "0", "early")
 	if err != nil || values(t, v)[0] != 5 {
@@ -563,8 +556,7 @@ func TestUnclaimedPayloadsExpire(t *testing.T) {
 }
 
 func TestCloseRetiresUnclaimedPublications(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	mustPut(t, sender, "0", "1", "left", codes(1, 1))
 	mustPut(t, sender, "0", "1", "taken", codes(1, 2))
 	mustGet(t, receiver, "0", "1", "taken", nil)
@@ -586,26 +578,18 @@ func TestCloseRetiresUnclaimedPublications(t *testing.T) {
 func TestNewFromConfig(t *testing.T) {
 	ts := startServer(t)
 	b := bucket(t)
-	cfg, err := config.Parse([]byte(`
+	tr, remote := conntest.FromConfig(t, `
 connectors:
   remote:
     name: NatsConnector
     extra:
-      url: ` + ts.url() + `
-      bucket: ` + b + `
+      url: `+ts.url()+`
+      bucket: `+b+`
       max_age: 90s
       timeout: 3s
       storage: memory
       stage_id: 1
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := connector.New(cfg.Connectors["remote"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+`, "remote")
 	c := tr.(*Connector)
 	want := Options{URL: ts.url(), Bucket: b, ObjectStore: b + "_large", MaxAge: 90 * time.Second, Timeout: 3 * time.Second, Replicas: 1, Memory: true, StageID: "1"}
 	if c.Options() != want {
@@ -617,7 +601,7 @@ connectors:
 	if err != nil || values(t, v)[0] != 3 {
 		t.Fatalf("recv: %v %v", v, err)
 	}
-	bad := cfg.Connectors["remote"]
+	bad := remote
 	bad.Extra.Nats.Replicas = 9
 	if _, err := connector.New(bad); !errors.Is(err, config.ErrInvalid) {
 		t.Fatalf("invalid configuration: %v", err)

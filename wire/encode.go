@@ -73,26 +73,11 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 		return appendNil(b), nil
 	case bool:
 		return appendBool(b, x), nil
-	case int:
-		return AppendInt(b, int64(x)), nil
-	case int8:
-		return AppendInt(b, int64(x)), nil
-	case int16:
-		return AppendInt(b, int64(x)), nil
-	case int32:
-		return AppendInt(b, int64(x)), nil
-	case int64:
-		return AppendInt(b, x), nil
-	case uint:
-		return appendUint(b, uint64(x)), nil
-	case uint8:
-		return appendUint(b, uint64(x)), nil
-	case uint16:
-		return appendUint(b, uint64(x)), nil
-	case uint32:
-		return appendUint(b, uint64(x)), nil
-	case uint64:
-		return appendUint(b, x), nil
+	case int, int8, int16, int32, int64:
+		// One case per signedness: reflect reads any width without allocating.
+		return AppendInt(b, reflect.ValueOf(x).Int()), nil
+	case uint, uint8, uint16, uint32, uint64:
+		return appendUint(b, reflect.ValueOf(x).Uint()), nil
 	case float32:
 		return appendFloat(b, float64(x)), nil
 	case float64:
@@ -146,27 +131,13 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 	case []int64:
 		return numericSlice(s, b, x)
 	case []int:
-		if x == nil {
-			return appendNil(b), nil
-		}
-		b = AppendArrayHeader(b, len(x))
-		for _, n := range x {
-			b = AppendInt(b, int64(n))
-		}
-		return b, nil
+		return appendList(b, x, func(b []byte, n int) []byte { return AppendInt(b, int64(n)) }), nil
 	case []float32:
 		return numericSlice(s, b, x)
 	case []float64:
 		return numericSlice(s, b, x)
 	case []string:
-		if x == nil {
-			return appendNil(b), nil
-		}
-		b = AppendArrayHeader(b, len(x))
-		for _, str := range x {
-			b = AppendString(b, str)
-		}
-		return b, nil
+		return appendList(b, x, AppendString), nil
 	}
 	return s.value(b, reflect.ValueOf(v))
 }
@@ -437,6 +408,19 @@ func numericSlice[T tensor.Element](s *encodeState, b []byte, x []T) ([]byte, er
 		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
 	return s.tensor(b, t)
+}
+
+// appendList writes x as a msgpack array, each element by appendElem (nil
+// as nil).
+func appendList[T any](b []byte, x []T, appendElem func([]byte, T) []byte) []byte {
+	if x == nil {
+		return appendNil(b)
+	}
+	b = AppendArrayHeader(b, len(x))
+	for _, v := range x {
+		b = appendElem(b, v)
+	}
+	return b
 }
 
 // SliceTensor returns the 1-D tensor that v, a slice or array whose
