@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"omnishm/internal/race"
 	"omnishm/internal/vectortest"
 	"testing"
 	"unsafe"
@@ -610,7 +611,7 @@ func TestSmallFrameAllocations(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if raceEnabled {
+	if race.Enabled {
 		put = 0
 	}
 	// The map is a header and a group of slots (Go's maps since 1.24).

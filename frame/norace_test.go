@@ -1,5 +1,0 @@
-//go:build !race
-
-package frame_test
-
-const raceEnabled = false

@@ -1,0 +1,9 @@
+//go:build race
+
+// Package race says whether the race detector is built in, for tests that
+// count allocations: under it sync.Pool drops some items on purpose, so
+// reuse, and the allocations it saves, cannot be counted.
+package race
+
+// Enabled is true in a -race build.
+const Enabled = true
