@@ -356,7 +356,7 @@ func (c *SHM) getSegmentInto(from, to, key string, a frame.Allocator) (Message, 
 	if a == nil {
 		data, ok, err = c.claimer.Claim(key)
 	} else {
-		data, ok, err = c.claimer.ClaimInto(key, a.Allocate)
+		data, ok, err = c.claimer.ClaimInto(key, func(n int) ([]byte, error) { return frame.Allocate(a, n) })
 	}
 	if err != nil && c.missUnsafe(key, err) {
 		return Message{}, false, nil

@@ -66,9 +66,10 @@ func (a *Arena) Allocate(n int) ([]byte, error) {
 	return a.buf[start : start+n : start+n], nil
 }
 
-// allocate is a.Allocate checked: exactly n bytes.
-// Its errors wrap ErrAllocate.
-func allocate(a Allocator, n int) ([]byte, error) {
+// Allocate is a.Allocate checked to give exactly n bytes, its errors
+// wrapping ErrAllocate: what a receive that reads into supplied memory
+// outside this package (a per-key segment) calls.
+func Allocate(a Allocator, n int) ([]byte, error) {
 	b, err := a.Allocate(n)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrAllocate, err)
@@ -85,7 +86,7 @@ func allocate(a Allocator, n int) ([]byte, error) {
 // are windows of that memory, smaller values are copied out of it. b is
 // not kept. A decode failure wraps ErrWritten (the copy was made).
 func UnmarshalInto(b []byte, a Allocator) (any, error) {
-	buf, err := allocate(a, len(b))
+	buf, err := Allocate(a, len(b))
 	if err != nil {
 		return nil, err
 	}

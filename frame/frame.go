@@ -352,7 +352,7 @@ func fillSupplied(tensors []tensor.Tensor, descs []descriptor, data []byte, a Al
 			continue
 		}
 		var err error
-		if t.Data, err = allocate(a, d.size); err != nil {
+		if t.Data, err = Allocate(a, d.size); err != nil {
 			return fmt.Errorf("frame: tensor %d of %d bytes: %w", i, d.size, err)
 		}
 	}
