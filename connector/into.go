@@ -3,12 +3,14 @@
 package connector
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"omnishm/frame"
 	"omnishm/keys"
 	"omnishm/ring"
+	"omnishm/wire"
 )
 
 // GetInto is GetMessage decoding into memory the receiver supplies: the
@@ -35,18 +37,42 @@ func (c *SHM) GetInto(from, to, key string, desc *Descriptor, a frame.Allocator)
 	return c.getMessage(from, to, key, desc, a)
 }
 
-// decodeInto is decodeRing into a's memory. A frame a has no room for is
-// left in the ring, ready (ring.ErrDeclined), as a segment is left.
-func decodeInto(a frame.Allocator) func(ring.Kind, []byte) (any, error) {
-	return func(kind ring.Kind, payload []byte) (v any, err error) {
-		if kind == ring.KindTensors {
-			v, err = frame.DecodeInto(payload, a)
-		} else {
-			v, err = frame.UnmarshalInto(payload, a)
-		}
-		if errors.Is(err, frame.ErrAllocate) {
-			err = fmt.Errorf("%w: %w", ring.ErrDeclined, err)
-		}
-		return v, err
+// RecvInto is RecvMessage decoding into memory the receiver supplies, as
+// GetInto does (same ownership; a publication a has no room for is not
+// claimed, and RecvInto returns the Allocate error). a is used by this
+// call only, from whichever goroutine claims the payload for it: an Arena
+// shared by concurrent RecvInto calls needs a lock of the caller's.
+func (c *SHM) RecvInto(ctx context.Context, from, key string, a frame.Allocator) (Message, error) {
+	if a == nil {
+		return Message{}, fmt.Errorf("connector: recv %q: nil allocator", keys.Shorten(key))
 	}
+	return c.recv(ctx, from, key, a)
+}
+
+// decodeWith is decodeRing into a's memory, or decodeRing for a nil a. A
+// frame a has no room for is left in the ring, ready (ring.ErrDeclined),
+// as a segment is left in place.
+func decodeWith(a frame.Allocator, kind ring.Kind, payload []byte) (v any, err error) {
+	switch {
+	case a == nil && kind == ring.KindTensors:
+		return frame.Decode(payload)
+	case a == nil:
+		return wire.Unmarshal(payload)
+	case kind == ring.KindTensors:
+		v, err = frame.DecodeInto(payload, a)
+	default:
+		v, err = frame.UnmarshalInto(payload, a)
+	}
+	if errors.Is(err, frame.ErrAllocate) {
+		err = fmt.Errorf("%w: %w", ring.ErrDeclined, err)
+	}
+	return v, err
+}
+
+// decodeInto is decodeWith for a, as a ring decode function.
+func decodeInto(a frame.Allocator) func(ring.Kind, []byte) (any, error) {
+	if a == nil {
+		return decodeRing
+	}
+	return func(kind ring.Kind, payload []byte) (any, error) { return decodeWith(a, kind, payload) }
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 	"weak"
 
@@ -632,6 +633,50 @@ func TestGetIntoAllocations(t *testing.T) {
 			t.Logf("per put+get: Get %v allocations, %d bytes; GetInto %v allocations, %d bytes", plainAllocs, plainBytes, intoAllocs, intoBytes)
 			if intoAllocs > plainAllocs || plainBytes < 128<<10 || intoBytes >= 16<<10 {
 				t.Fatalf("Get: %v allocations, %d bytes; GetInto: %v, %d bytes", plainAllocs, plainBytes, intoAllocs, intoBytes)
+			}
+		})
+	}
+}
+
+// RecvInto waits as Recv does and decodes into the supplied memory, on both
+// paths, when the payload is claimed by the receive dispatcher for it; a
+// buffer too small is its error and the publication stays for a Recv.
+func TestRecvIntoThroughTheDispatcher(t *testing.T) {
+	for _, path := range []string{"ring", "perkey"} {
+		t.Run(path, func(t *testing.T) {
+			ringBytes := copyPathRing
+			if path == "perkey" {
+				ringBytes = connector.NoRing
+			}
+			sender, receiver := conntest.Edge(t, ringBytes)
+			tt := patterned(t, tensor.Float32, 64<<10, 9)
+			for _, room := range []int{4 << 20, 1024} {
+				key := shmtest.Key("recvinto")
+				buf := make([]byte, room)
+				got := make(chan error, 1)
+				var msg connector.Message
+				go func() {
+					var err error
+					msg, err = receiver.RecvInto(t.Context(), "0", key, frame.NewArena(buf))
+					got <- err
+				}()
+				// Until it waits, a put would be taken before the dispatcher.
+				shmtest.Eventually(t, 10*time.Second, "RecvInto waiting", func() bool { return receiver.Waiting() > 0 })
+				conntest.MustPut(t, sender, "0", "1", key, map[string]any{"t": tt})
+				err := shmtest.Await(t, 10*time.Second, "RecvInto", got)
+				if room < len(tt.Data) {
+					if !errors.Is(err, frame.ErrAllocate) {
+						t.Fatalf("RecvInto into %d bytes: %v", room, err)
+					}
+					if v := conntest.MustGet(t, receiver, "0", "1", key, nil); !v.(map[string]any)["t"].(*tensor.Tensor).Equal(tt) {
+						t.Fatal("the publication left by RecvInto differs")
+					}
+					continue
+				}
+				g := msg.Payload.(map[string]any)["t"].(*tensor.Tensor)
+				if err != nil || !g.Equal(tt) || !within(g.Data, buf) {
+					t.Fatalf("RecvInto: %v (in the supplied memory: %v)", err, err == nil && within(g.Data, buf))
+				}
 			}
 		})
 	}

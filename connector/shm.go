@@ -287,12 +287,7 @@ func (c *SHM) published(to string, size int) {
 
 // decodeRing turns a ring payload into owned values while the ring lock is
 // held: nothing returned aliases ring memory.
-func decodeRing(kind ring.Kind, payload []byte) (any, error) {
-	if kind == ring.KindTensors {
-		return frame.Decode(payload)
-	}
-	return wire.Unmarshal(payload)
-}
+func decodeRing(kind ring.Kind, payload []byte) (any, error) { return decodeWith(nil, kind, payload) }
 
 // Get implements Transport. Without a descriptor it tries the edge's rings,
 // then discovery, then the per-key segment; with a ring descriptor it reads
@@ -327,11 +322,7 @@ func (c *SHM) getMessage(from, to, key string, desc *Descriptor, a frame.Allocat
 		}
 		rd = desc.HostRing
 	}
-	decode := decodeRing
-	if a != nil {
-		decode = decodeInto(a)
-	}
-	if m, ok, err := c.getRingWith(from, to, key, rd, decode); ok || err != nil || rd != nil {
+	if m, ok, err := c.getRingWith(from, to, key, rd, decodeInto(a)); ok || err != nil || rd != nil {
 		return m, ok, err
 	}
 	m, ok, err := c.getSegmentInto(from, to, key, a)
@@ -417,7 +408,13 @@ func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
 // RecvMessage is Recv that also says which process published the payload,
 // where the path knows it (Message.Producer). A payload claimed for a
 // RecvMessage whose ctx ended meanwhile is returned, not dropped.
-func (c *SHM) RecvMessage(ctx context.Context, from, key string) (msg Message, err error) {
+func (c *SHM) RecvMessage(ctx context.Context, from, key string) (Message, error) {
+	return c.recv(ctx, from, key, nil)
+}
+
+// recv is RecvMessage, decoding into a's memory unless a is nil (RecvInto,
+// into.go).
+func (c *SHM) recv(ctx context.Context, from, key string, a frame.Allocator) (msg Message, err error) {
 	if c.opts.StageID == NoStage {
 		return Message{}, fmt.Errorf("connector: recv %q: %w: this connector has no Options.StageID", keys.Shorten(key), ErrBadStage)
 	}
@@ -430,10 +427,11 @@ func (c *SHM) RecvMessage(ctx context.Context, from, key string) (msg Message, e
 	}
 	// The rings first, here: a miss costs no system call when no ring
 	// moved. The per-key path is the dispatcher's first try for the key.
-	if m, ok, err := c.getRing(from, string(c.opts.StageID), key, nil); ok || err != nil {
+	decode := decodeInto(a)
+	if m, ok, err := c.getRingWith(from, string(c.opts.StageID), key, nil, decode); ok || err != nil {
 		return m, err
 	}
-	if m, ok, err := c.spin(from, key); ok || err != nil {
+	if m, ok, err := c.spin(from, key, decode); ok || err != nil {
 		return m, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -443,7 +441,7 @@ func (c *SHM) RecvMessage(ctx context.Context, from, key string) (msg Message, e
 	if d == nil {
 		return Message{}, ErrClosed
 	}
-	w, err := d.wait(from, key)
+	w, err := d.wait(from, key, a)
 	if err != nil {
 		return Message{}, err
 	}
@@ -471,13 +469,13 @@ func (c *SHM) Waiting() int {
 // Options.Spin before Recv hands the wait to the dispatcher, when no other
 // Recv waits: one message in flight is read without a sleep and a wakeup,
 // and many waiters never spin.
-func (c *SHM) spin(from, key string) (Message, bool, error) {
+func (c *SHM) spin(from, key string, decode func(ring.Kind, []byte) (any, error)) (Message, bool, error) {
 	if c.opts.Spin <= 0 || c.ring.Capacity() == 0 || !numeric(from) || c.Waiting() > 0 {
 		return Message{}, false, nil
 	}
 	to := string(c.opts.StageID)
 	for end := time.Now().Add(c.opts.Spin); time.Now().Before(end); {
-		if m, ok, err := c.getRing(from, to, key, nil); ok || err != nil {
+		if m, ok, err := c.getRingWith(from, to, key, nil, decode); ok || err != nil {
 			return m, ok, err
 		}
 		runtime.Gosched()
