@@ -9,8 +9,8 @@ import (
 	"strconv"
 
 	"omnishm/config"
-	"omnishm/frame"
 	"omnishm/connector"
+	"omnishm/frame"
 	"omnishm/natsconn"
 )
 
