@@ -102,7 +102,7 @@ func isFileAt(fd int, path string) (fileInfo, bool, error) {
 
 // writeSegment creates the segment at path holding exactly the size bytes
 // of parts, as Python's SharedMemory(create=True) does (O_CREAT|O_EXCL,
-// 0600, ftruncate). An existing segment is unlinked first: the caller
+// 0600, sized; see fill). An existing segment is unlinked first: the caller
 // holds the key's lock, and receivers read only under it, so no one is
 // reading the old one. It reports whether an old segment was replaced, and
 // the new one's identity, taken from the file it created (not from the
