@@ -470,6 +470,20 @@ func TestCopyPathsEveryDType(t *testing.T) {
 	}
 }
 
+// bothPaths runs f as a subtest on an edge of each path: a ring that takes
+// the tests' payloads, and per-key segments only.
+func bothPaths(t *testing.T, f func(t *testing.T, sender, receiver *connector.SHM)) {
+	for _, path := range []struct {
+		name      string
+		ringBytes int
+	}{{"ring", copyPathRing}, {"perkey", connector.NoRing}} {
+		t.Run(path.name, func(t *testing.T) {
+			sender, receiver := conntest.Edge(t, path.ringBytes)
+			f(t, sender, receiver)
+		})
+	}
+}
+
 // within reports whether inner lies inside outer's memory.
 func within(inner, outer []byte) bool {
 	if len(inner) == 0 || len(outer) == 0 {
@@ -517,65 +531,51 @@ func TestVectorsThroughBothPathsIntoSuppliedMemory(t *testing.T) {
 // A supplied buffer too small is an error naming the size it needed; the
 // memory is untouched and the publication stays, for a receive with room.
 func TestGetIntoTooSmallKeepsThePublication(t *testing.T) {
-	for _, path := range []string{"ring", "perkey"} {
-		t.Run(path, func(t *testing.T) {
-			ringBytes := copyPathRing
-			if path == "perkey" {
-				ringBytes = connector.NoRing
-			}
-			sender, receiver := conntest.Edge(t, ringBytes)
-			key := shmtest.Key("small")
-			tt := patterned(t, tensor.Float32, 32<<10, 7)
-			d := conntest.MustPut(t, sender, "0", "1", key, map[string]any{"t": tt})
-			need := len(tt.Data) // a ring frame's tensor
-			if d.Shm != nil {
-				need = d.Size // a segment is read whole
-			}
-			buf := bytes.Repeat([]byte{0xAA}, need-1)
-			_, ok, err := receiver.GetInto("0", "1", key, nil, frame.NewArena(buf))
-			if ok || !errors.Is(err, io.ErrShortBuffer) || !errors.Is(err, frame.ErrAllocate) || !strings.Contains(err.Error(), "need "+strconv.Itoa(need)) {
-				t.Fatalf("GetInto into %d bytes: ok=%v %v", len(buf), ok, err)
-			}
-			if !bytes.Equal(buf, bytes.Repeat([]byte{0xAA}, need-1)) {
-				t.Fatal("the supplied memory was written")
-			}
-			m, ok, err := receiver.GetInto("0", "1", key, nil, frame.NewArena(make([]byte, need)))
-			if err != nil || !ok || !m.Payload.(map[string]any)["t"].(*tensor.Tensor).Equal(tt) {
-				t.Fatalf("GetInto with room: ok=%v %v", ok, err)
-			}
-		})
-	}
+	bothPaths(t, func(t *testing.T, sender, receiver *connector.SHM) {
+		key := shmtest.Key("small")
+		tt := patterned(t, tensor.Float32, 32<<10, 7)
+		d := conntest.MustPut(t, sender, "0", "1", key, map[string]any{"t": tt})
+		need := len(tt.Data) // a ring frame's tensor
+		if d.Shm != nil {
+			need = d.Size // a segment is read whole
+		}
+		buf := bytes.Repeat([]byte{0xAA}, need-1)
+		_, ok, err := receiver.GetInto("0", "1", key, nil, frame.NewArena(buf))
+		if ok || !errors.Is(err, io.ErrShortBuffer) || !errors.Is(err, frame.ErrAllocate) || !strings.Contains(err.Error(), "need "+strconv.Itoa(need)) {
+			t.Fatalf("GetInto into %d bytes: ok=%v %v", len(buf), ok, err)
+		}
+		if !bytes.Equal(buf, bytes.Repeat([]byte{0xAA}, need-1)) {
+			t.Fatal("the supplied memory was written")
+		}
+		m, ok, err := receiver.GetInto("0", "1", key, nil, frame.NewArena(make([]byte, need)))
+		if err != nil || !ok || !m.Payload.(map[string]any)["t"].(*tensor.Tensor).Equal(tt) {
+			t.Fatalf("GetInto with room: ok=%v %v", ok, err)
+		}
+	})
 }
 
 // Nothing keeps the supplied memory once GetInto returned: dropped by the
 // caller, it is collected.
 func TestGetIntoKeepsNoReference(t *testing.T) {
-	for _, path := range []string{"ring", "perkey"} {
-		t.Run(path, func(t *testing.T) {
-			ringBytes := copyPathRing
-			if path == "perkey" {
-				ringBytes = connector.NoRing
+	bothPaths(t, func(t *testing.T, sender, receiver *connector.SHM) {
+		key := shmtest.Key("kept")
+		tt := patterned(t, tensor.Float32, 64<<10, 7)
+		conntest.MustPut(t, sender, "0", "1", key, map[string]any{"t": tt})
+		buf := make([]byte, 1<<20)
+		wp := weak.Make(&buf[0])
+		m, ok, err := receiver.GetInto("0", "1", key, nil, frame.NewArena(buf))
+		if err != nil || !ok || !m.Payload.(map[string]any)["t"].(*tensor.Tensor).Equal(tt) {
+			t.Fatalf("GetInto: ok=%v %v", ok, err)
+		}
+		buf, m = nil, connector.Message{}
+		for range 10 {
+			runtime.GC()
+			if wp.Value() == nil {
+				return
 			}
-			sender, receiver := conntest.Edge(t, ringBytes)
-			key := shmtest.Key("kept")
-			tt := patterned(t, tensor.Float32, 64<<10, 7)
-			conntest.MustPut(t, sender, "0", "1", key, map[string]any{"t": tt})
-			buf := make([]byte, 1<<20)
-			wp := weak.Make(&buf[0])
-			m, ok, err := receiver.GetInto("0", "1", key, nil, frame.NewArena(buf))
-			if err != nil || !ok || !m.Payload.(map[string]any)["t"].(*tensor.Tensor).Equal(tt) {
-				t.Fatalf("GetInto: ok=%v %v", ok, err)
-			}
-			buf, m = nil, connector.Message{}
-			for range 10 {
-				runtime.GC()
-				if wp.Value() == nil {
-					return
-				}
-			}
-			t.Fatal("the supplied buffer is still referenced after GetInto returned")
-		})
-	}
+		}
+		t.Fatal("the supplied buffer is still referenced after GetInto returned")
+	})
 }
 
 // A segment that does not decode is claimed, and the error says the
@@ -600,84 +600,70 @@ func TestGetIntoCorruptSegmentSaysWritten(t *testing.T) {
 // A receive into recycled memory allocates nothing the size of the payload;
 // Get allocates the payload once more per message.
 func TestGetIntoAllocations(t *testing.T) {
-	for _, path := range []string{"ring", "perkey"} {
-		t.Run(path, func(t *testing.T) {
-			ringBytes := copyPathRing
-			if path == "perkey" {
-				ringBytes = connector.NoRing
-			}
-			sender, receiver := conntest.Edge(t, ringBytes)
-			payload := map[string]any{"t": patterned(t, tensor.Float32, 32<<10, 7)} // 128 KiB
-			key := shmtest.Key("allocs")
-			buf := make([]byte, 256<<10)
-			var arena frame.Arena
-			measure := func(into bool) (allocs float64, bytes uint64) {
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
-				allocs = testing.AllocsPerRun(50, func() {
-					conntest.MustPut(t, sender, "0", "1", key, payload)
-					if into {
-						arena.Reset(buf)
-						if _, ok, err := receiver.GetInto("0", "1", key, nil, &arena); !ok || err != nil {
-							t.Fatal(ok, err)
-						}
-					} else {
-						conntest.MustGet(t, receiver, "0", "1", key, nil)
+	bothPaths(t, func(t *testing.T, sender, receiver *connector.SHM) {
+		payload := map[string]any{"t": patterned(t, tensor.Float32, 32<<10, 7)} // 128 KiB
+		key := shmtest.Key("allocs")
+		buf := make([]byte, 256<<10)
+		var arena frame.Arena
+		measure := func(into bool) (allocs float64, bytes uint64) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			allocs = testing.AllocsPerRun(50, func() {
+				conntest.MustPut(t, sender, "0", "1", key, payload)
+				if into {
+					arena.Reset(buf)
+					if _, ok, err := receiver.GetInto("0", "1", key, nil, &arena); !ok || err != nil {
+						t.Fatal(ok, err)
 					}
-				})
-				runtime.ReadMemStats(&after)
-				return allocs, (after.TotalAlloc - before.TotalAlloc) / 51
-			}
-			plainAllocs, plainBytes := measure(false)
-			intoAllocs, intoBytes := measure(true)
-			t.Logf("per put+get: Get %v allocations, %d bytes; GetInto %v allocations, %d bytes", plainAllocs, plainBytes, intoAllocs, intoBytes)
-			if intoAllocs > plainAllocs || plainBytes < 128<<10 || intoBytes >= 16<<10 {
-				t.Fatalf("Get: %v allocations, %d bytes; GetInto: %v, %d bytes", plainAllocs, plainBytes, intoAllocs, intoBytes)
-			}
-		})
-	}
+				} else {
+					conntest.MustGet(t, receiver, "0", "1", key, nil)
+				}
+			})
+			runtime.ReadMemStats(&after)
+			return allocs, (after.TotalAlloc - before.TotalAlloc) / 51
+		}
+		plainAllocs, plainBytes := measure(false)
+		intoAllocs, intoBytes := measure(true)
+		t.Logf("per put+get: Get %v allocations, %d bytes; GetInto %v allocations, %d bytes", plainAllocs, plainBytes, intoAllocs, intoBytes)
+		if intoAllocs > plainAllocs || plainBytes < 128<<10 || intoBytes >= 16<<10 {
+			t.Fatalf("Get: %v allocations, %d bytes; GetInto: %v, %d bytes", plainAllocs, plainBytes, intoAllocs, intoBytes)
+		}
+	})
 }
 
 // RecvInto waits as Recv does and decodes into the supplied memory, on both
 // paths, when the payload is claimed by the receive dispatcher for it; a
 // buffer too small is its error and the publication stays for a Recv.
 func TestRecvIntoThroughTheDispatcher(t *testing.T) {
-	for _, path := range []string{"ring", "perkey"} {
-		t.Run(path, func(t *testing.T) {
-			ringBytes := copyPathRing
-			if path == "perkey" {
-				ringBytes = connector.NoRing
-			}
-			sender, receiver := conntest.Edge(t, ringBytes)
-			tt := patterned(t, tensor.Float32, 64<<10, 9)
-			for _, room := range []int{4 << 20, 1024} {
-				key := shmtest.Key("recvinto")
-				buf := make([]byte, room)
-				got := make(chan error, 1)
-				var msg connector.Message
-				go func() {
-					var err error
-					msg, err = receiver.RecvInto(t.Context(), "0", key, frame.NewArena(buf))
-					got <- err
-				}()
-				// Until it waits, a put would be taken before the dispatcher.
-				shmtest.Eventually(t, 10*time.Second, "RecvInto waiting", func() bool { return receiver.Waiting() > 0 })
-				conntest.MustPut(t, sender, "0", "1", key, map[string]any{"t": tt})
-				err := shmtest.Await(t, 10*time.Second, "RecvInto", got)
-				if room < len(tt.Data) {
-					if !errors.Is(err, frame.ErrAllocate) {
-						t.Fatalf("RecvInto into %d bytes: %v", room, err)
-					}
-					if v := conntest.MustGet(t, receiver, "0", "1", key, nil); !v.(map[string]any)["t"].(*tensor.Tensor).Equal(tt) {
-						t.Fatal("the publication left by RecvInto differs")
-					}
-					continue
+	bothPaths(t, func(t *testing.T, sender, receiver *connector.SHM) {
+		tt := patterned(t, tensor.Float32, 64<<10, 9)
+		for _, room := range []int{4 << 20, 1024} {
+			key := shmtest.Key("recvinto")
+			buf := make([]byte, room)
+			got := make(chan error, 1)
+			var msg connector.Message
+			go func() {
+				var err error
+				msg, err = receiver.RecvInto(t.Context(), "0", key, frame.NewArena(buf))
+				got <- err
+			}()
+			// Until it waits, a put would be taken before the dispatcher.
+			shmtest.Eventually(t, 10*time.Second, "RecvInto waiting", func() bool { return receiver.Waiting() > 0 })
+			conntest.MustPut(t, sender, "0", "1", key, map[string]any{"t": tt})
+			err := shmtest.Await(t, 10*time.Second, "RecvInto", got)
+			if room < len(tt.Data) {
+				if !errors.Is(err, frame.ErrAllocate) {
+					t.Fatalf("RecvInto into %d bytes: %v", room, err)
 				}
-				g := msg.Payload.(map[string]any)["t"].(*tensor.Tensor)
-				if err != nil || !g.Equal(tt) || !within(g.Data, buf) {
-					t.Fatalf("RecvInto: %v (in the supplied memory: %v)", err, err == nil && within(g.Data, buf))
+				if v := conntest.MustGet(t, receiver, "0", "1", key, nil); !v.(map[string]any)["t"].(*tensor.Tensor).Equal(tt) {
+					t.Fatal("the publication left by RecvInto differs")
 				}
+				continue
 			}
-		})
-	}
+			g := msg.Payload.(map[string]any)["t"].(*tensor.Tensor)
+			if err != nil || !g.Equal(tt) || !within(g.Data, buf) {
+				t.Fatalf("RecvInto: %v (in the supplied memory: %v)", err, err == nil && within(g.Data, buf))
+			}
+		}
+	})
 }
