@@ -14,6 +14,11 @@
 // error. Stage ids are ASCII decimal digits (Stage, ParseStage); both ends
 // of an edge must open their connectors with the same WakeupScope.
 //
+// Payloads are what package wire encodes: a typed numeric slice such as
+// []float32 travels as the 1-D tensor it is (a Python peer gets a
+// torch.Tensor of its dtype), and RecvAs decodes what arrives into a Go
+// type (wire.Decode).
+//
 // A put takes the host ring (package ring) when the ring is on and both
 // stage ids are numeric and the payload fits a quarter of the ring; else,
 // or when the ring is full, a per-key segment (package segment). After a
@@ -74,7 +79,9 @@
 //	connector: get "req-1_0_3": wire: corrupt msgpack: ...
 //
 // Branch with errors.Is on ErrClosed, ErrBadKey, ErrBadStage,
-// ErrBadDescriptor and ErrUnknownConnector. What is not an error of any call (a ring that cannot
+// ErrBadDescriptor and ErrUnknownConnector. A Recv whose deadline passes
+// returns a *RecvTimeoutError: it matches context.DeadlineExceeded and
+// says in which scope the receiver looked and what it saw on the edge. What is not an error of any call (a ring that cannot
 // be set up for an edge, which then falls back to segments; a missing
 // wakeup FIFO, which makes the dispatcher poll; an unavailable watchdog) is logged
 // once to Options.Logger.

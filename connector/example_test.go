@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"time"
 
 	"omnishm/config"
@@ -106,4 +107,31 @@ func ExampleOpen_errors() {
 	// true
 	// true
 	// connector: put: bad key "../etc/passwd": contains '/'
+}
+
+// A Recv that times out says so with a RecvTimeoutError, which still
+// matches context.DeadlineExceeded and names the scope and what the
+// receiver saw on the edge (Saw) for a message that helps.
+func ExampleRecvTimeoutError() {
+	scope := fmt.Sprintf("example-timeout-%d", os.Getpid())
+	c, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The scope's wake directory outlives its receivers (prune removes it
+	// once empty); the example removes its own, after Close.
+	defer os.Remove(c.Names().WakeDir)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, _, err = c.Recv(ctx, "0", "req-1_0_0")
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	if te, ok := errors.AsType[*connector.RecvTimeoutError](err); ok {
+		fmt.Println(te.Scope == scope, te.From, te.To, te.Key)
+		fmt.Println(strings.HasPrefix(te.Saw(), "no producer ring on the edge"))
+	}
+	// Output:
+	// true
+	// true 0 1 req-1_0_0
+	// true
 }

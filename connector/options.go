@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"omnishm/keys"
 	"omnishm/ring"
 	"omnishm/scope"
 )
@@ -122,6 +123,16 @@ func ParseStage(s string) (Stage, error) {
 		return NoStage, fmt.Errorf("%w %q: want ASCII decimal digits", ErrBadStage, s)
 	}
 	return Stage(s), nil
+}
+
+// edgeError refuses an edge with an empty end, which is always a mistake
+// (an unset variable): any other string may name a stage of Put, Get and
+// Recv, and a non-numeric one takes the per-key path (SPEC §9).
+func edgeError(op, key, from, to string) error {
+	if from != "" && to != "" {
+		return nil
+	}
+	return fmt.Errorf("connector: %s %q: %w: empty stage id in edge %q->%q", op, keys.Shorten(key), ErrBadStage, from, to)
 }
 
 // numeric reports whether a stage string of Put or Get may use the ring:

@@ -3,11 +3,13 @@
 package connector_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"omnishm/connector"
 	"omnishm/internal/conntest"
@@ -140,5 +142,85 @@ func TestErrorsCarryContextOnce(t *testing.T) {
 		if !errors.Is(err, connector.ErrBadKey) || strings.Count(err.Error(), "connector:") != 1 {
 			t.Fatalf("put %q: %v", key, err)
 		}
+	}
+}
+
+// An empty stage id in an edge is refused at the call, before anything is
+// touched; other strings are stages of the per-key path (SPEC §9).
+func TestEmptyStageRefused(t *testing.T) {
+	c := conntest.Open(t, shmtest.Scope(t), "1", 0)
+	key := shmtest.Key("empty")
+	calls := map[string]func() error{
+		"put from": func() error { _, _, err := c.Put("", "1", key, 1); return err },
+		"put to":   func() error { _, _, err := c.Put("0", "", key, 1); return err },
+		"get":      func() error { _, _, _, err := c.Get("", "1", key, nil); return err },
+		"recv":     func() error { _, _, err := c.Recv(t.Context(), "", key); return err },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, connector.ErrBadStage) || !strings.Contains(err.Error(), "empty stage id") {
+			t.Errorf("%s: %v, want ErrBadStage", name, err)
+		}
+	}
+	shmtest.AssertAbsent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
+	if h := c.Health(); h.Puts != 0 || h.HostRingFallbacks != 0 {
+		t.Errorf("refused puts counted: %+v", h)
+	}
+}
+
+// A Recv that times out says where it looked and what it saw on the edge,
+// and still matches context.DeadlineExceeded.
+func TestRecvTimeoutSaysWhatItSaw(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, scope, key string)
+		want  []string
+	}{
+		{"nothing", func(*testing.T, string, string) {}, []string{"no producer ring on the edge", "no per-key segment of the key"}},
+		{"live producer", func(t *testing.T, s, key string) {
+			conntest.MustPut(t, conntest.Open(t, s, "0", 0), "0", "1", key+"x", conntest.Codes(2, 0))
+		}, []string{"1 ring of a live producer on the edge"}},
+		{"other edge", func(t *testing.T, s, key string) {
+			conntest.MustPut(t, conntest.Open(t, s, "2", 0), "2", "1", key, conntest.Codes(2, 0))
+		}, []string{"no producer ring on the edge", "rings of other edges to stage 1: 2->1"}},
+		{"other scope", func(t *testing.T, _, key string) {
+			other := shmtest.Scope(t)
+			conntest.MustPut(t, conntest.Open(t, other, "0", 0), "0", "1", key, conntest.Codes(2, 0))
+		}, []string{"no producer ring on the edge", "rings of this edge in another scope", "same WakeupScope"}},
+		{"locked segment", func(t *testing.T, s, key string) {
+			conntest.MustPut(t, conntest.Open(t, s, "0", connector.NoRing), "0", "1", key, conntest.Codes(2, 0))
+			shmtest.HoldLock(t, scope.Path(scope.LockName(key)))
+		}, []string{"a per-key segment of the key", "present but not claimed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, key := shmtest.Scope(t), shmtest.Key("timeout")
+			tc.setup(t, s, key)
+			c := conntest.Open(t, s, "1", 0)
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+			defer cancel()
+			_, _, err := c.Recv(ctx, "0", key)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("recv: %v, want DeadlineExceeded", err)
+			}
+			var te *connector.RecvTimeoutError
+			if !errors.As(err, &te) || te.Scope != s || te.From != "0" || te.To != "1" || te.Key != key {
+				t.Fatalf("recv: %#v, want a RecvTimeoutError of the call", err)
+			}
+			for _, w := range append([]string{`scope "` + s + `"`, "edge 0->1"}, tc.want...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// A Recv whose ctx is cancelled returns ctx.Err() itself: only a deadline
+// makes a RecvTimeoutError.
+func TestRecvCancelledIsCanceled(t *testing.T) {
+	c := conntest.Open(t, shmtest.Scope(t), "1", 0)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, _, err := c.Recv(ctx, "0", shmtest.Key("cancel")); err != context.Canceled {
+		t.Fatalf("recv: %v, want context.Canceled", err)
 	}
 }

@@ -121,6 +121,9 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 	if err := keys.Check(key); err != nil {
 		return 0, Descriptor{}, keyError("put", key, err)
 	}
+	if err := edgeError("put", key, from, to); err != nil {
+		return 0, Descriptor{}, err
+	}
 	var plain *plainForm // the kind-0 form, once made
 	if c.ring.Capacity() > 0 && numeric(from) && numeric(to) {
 		c.trackRingDir()
@@ -315,6 +318,9 @@ func (c *SHM) getMessage(from, to, key string, desc *Descriptor, a frame.Allocat
 	if err := keys.Check(key); err != nil {
 		return Message{}, false, keyError("get", key, err)
 	}
+	if err := edgeError("get", key, from, to); err != nil {
+		return Message{}, false, err
+	}
 	var rd *descriptor.RingHandle
 	if desc != nil {
 		if err := desc.Validate(); err != nil {
@@ -394,7 +400,8 @@ func (c *SHM) GetContext(ctx context.Context, from, to, key string, desc *Descri
 func (c *SHM) Stage() Stage { return c.opts.StageID }
 
 // Recv implements Receiver: it blocks until key arrives on edge
-// from->Stage(). What has arrived already is taken at once; otherwise the
+// from->Stage() (a *RecvTimeoutError once ctx's deadline passes, see
+// RecvMessage). What has arrived already is taken at once; otherwise the
 // connector's one receive dispatcher (started by the first Recv that
 // waits) serves the call when a producer's wakeup, a ring event or a
 // lock-file hint says the key may have arrived, and polls on its behalf
@@ -407,7 +414,10 @@ func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
 
 // RecvMessage is Recv that also says which process published the payload,
 // where the path knows it (Message.Producer). A payload claimed for a
-// RecvMessage whose ctx ended meanwhile is returned, not dropped.
+// RecvMessage whose ctx ended meanwhile is returned, not dropped. When ctx's
+// deadline passes first the error is a *RecvTimeoutError, which names the
+// scope and what the receiver saw on the edge, and wraps
+// context.DeadlineExceeded.
 func (c *SHM) RecvMessage(ctx context.Context, from, key string) (Message, error) {
 	return c.recv(ctx, from, key, nil)
 }
@@ -417,6 +427,9 @@ func (c *SHM) RecvMessage(ctx context.Context, from, key string) (Message, error
 func (c *SHM) recv(ctx context.Context, from, key string, a frame.Allocator) (msg Message, err error) {
 	if c.opts.StageID == NoStage {
 		return Message{}, fmt.Errorf("connector: recv %q: %w: this connector has no Options.StageID", keys.Shorten(key), ErrBadStage)
+	}
+	if err := edgeError("recv", key, from, string(c.opts.StageID)); err != nil {
+		return Message{}, err
 	}
 	if c.closed.Load() {
 		return Message{}, ErrClosed
@@ -434,8 +447,8 @@ func (c *SHM) recv(ctx context.Context, from, key string, a frame.Allocator) (ms
 	if m, ok, err := c.spin(from, key, decode); ok || err != nil {
 		return m, err
 	}
-	if err := ctx.Err(); err != nil {
-		return Message{}, err
+	if ctx.Err() != nil {
+		return Message{}, c.recvErr(ctx, from, key)
 	}
 	d := c.dispatch()
 	if d == nil {
@@ -452,7 +465,7 @@ func (c *SHM) recv(ctx context.Context, from, key string, a frame.Allocator) (ms
 		if r, claimed := d.cancel(w); claimed {
 			return r.msg, r.err
 		}
-		return Message{}, ctx.Err()
+		return Message{}, c.recvErr(ctx, from, key)
 	}
 }
 

@@ -165,6 +165,19 @@ func (c *SHM) Stats() Stats {
 	return st
 }
 
+// ReceivedBytes is the payload bytes this connector claimed (Get and Recv
+// hits) over every edge and path: the receiver's side of
+// Health().BytesTransferred, which counts only what it put (SPEC §9).
+func (s Stats) ReceivedBytes() uint64 {
+	var n uint64
+	for _, e := range s.Edges {
+		for _, b := range e.GetBytes {
+			n += b
+		}
+	}
+	return n
+}
+
 // MeasureLatency turns the put-latency and receive-wait histograms of
 // Stats on or off. Off (the default) the put path reads no clock; on, each
 // Put and Recv reads the monotonic clock twice. A metrics collector turns

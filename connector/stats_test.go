@@ -181,9 +181,16 @@ func TestStatsLatencyAndWaiters(t *testing.T) {
 		return 0
 	}
 	shmtest.Eventually(t, 10*time.Second, "one receive waiter", func() bool { return waiters() == 1 })
-	conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(3, 0))
+	// Waiting on the dispatcher: what it delivers from a ring counts as
+	// Get's claims do.
+	shmtest.Eventually(t, 10*time.Second, "a dispatcher's waiter", func() bool { return receiver.Waiting() == 1 })
+	d := conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(3, 0))
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if r := edgeStats(t, receiver, "0", "1"); r.Gets[connector.PathRing] != 1 || r.GetBytes[connector.PathRing] != uint64(d.Size) ||
+		receiver.Stats().ReceivedBytes() != uint64(d.Size) {
+		t.Fatalf("receiver after a dispatched ring claim of %d bytes: gets %v, bytes %v, received %d", d.Size, r.Gets, r.GetBytes, receiver.Stats().ReceivedBytes())
 	}
 	conntest.MustPut(t, sender, "0", "1", shmtest.Key("big"), conntest.Codes(4096, 0))
 	r := edgeStats(t, receiver, "0", "1")

@@ -49,8 +49,9 @@ type Receiver interface {
 	// from->Stage(). NoStage for an endpoint that only puts.
 	Stage() Stage
 	// Recv blocks until key arrives on edge from->Stage(), ctx ends, or an
-	// error occurs. It returns ctx.Err() when ctx ends first, and an error
-	// wrapping ErrBadStage at once when the endpoint has no stage. The
+	// error occurs. It returns an error wrapping ctx.Err() when ctx ends
+	// first (SHM's says what it saw on the edge: RecvTimeoutError), and an
+	// error wrapping ErrBadStage at once when the endpoint has no stage. The
 	// payload is owned by the caller.
 	Recv(ctx context.Context, from, key string) (payload any, size int, err error)
 }
@@ -110,7 +111,7 @@ var (
 	ErrUnknownConnector = errors.New("connector: unknown connector name")
 	// ErrBadStage is wrapped by every error about a stage id: a malformed
 	// Options.StageID (refused by Open), a Recv on an endpoint without a
-	// stage.
+	// stage, an empty stage id in an edge of Put, Get or Recv.
 	ErrBadStage = errors.New("bad stage id")
 	// ErrBadKey is wrapped by every error about a key that cannot name a
 	// publication (SPEC §1); nothing was touched. It is keys.ErrBadKey.

@@ -137,6 +137,10 @@ type Stage struct {
 	PID       int
 	Health    connector.Health
 	Reclaimed int // chunks it had sent that were never received
+	// Received is the payload bytes it claimed, where its connector counts
+	// them (Health's BytesTransferred counts only puts, as SPEC §9 does);
+	// nil where it does not.
+	Received *uint64
 }
 
 // run is the parent's view of one run.
@@ -340,7 +344,7 @@ func (d *run) execute(ctx context.Context, res *Result) error {
 	res.Received, res.Completed = done.Chunks, done.Requests
 	res.P50, res.P99, res.Max = time.Duration(done.P50NS), time.Duration(done.P99NS), time.Duration(done.MaxNS)
 	for i, c := range d.stages {
-		res.Stages[i] = Stage{PID: c.Pid(), Health: *d.health[i].Health, Reclaimed: d.health[i].Reclaimed}
+		res.Stages[i] = Stage{PID: c.Pid(), Health: *d.health[i].Health, Reclaimed: d.health[i].Reclaimed, Received: d.health[i].Received}
 	}
 	return res.check()
 }
@@ -518,7 +522,10 @@ func (r Result) WriteReport(w io.Writer) error {
 		pace = fmt.Sprintf("one chunk per request every %v", r.Interval)
 	}
 	edges := fmt.Sprintf("ring %d bytes", r.RingBytes)
-	if r.Nats != "" {
+	switch {
+	case r.Nats == "" && r.RingBytes == 0:
+		edges = "ring off (per-key segments only)"
+	case r.Nats != "":
 		edges = "over NATS at " + r.Nats
 		if r.NatsEmbedded {
 			edges += " (embedded)"
@@ -533,13 +540,23 @@ func (r Result) WriteReport(w io.Writer) error {
 	fmt.Fprintf(&b, "  chunk latency     p50 %s  p99 %s  max %s (stage-0 send to stage-2 receipt)\n", ms(r.P50), ms(r.P99), ms(r.Max))
 	for i, s := range r.Stages {
 		h := s.Health
-		if r.Nats != "" {
-			fmt.Fprintf(&b, "  stage %d health    puts %d  gets %d  bytes %d  object puts %d  object gets %d  claims lost %d  reconnects %d  reclaimed %d\n",
-				i, h.Puts, h.Gets, h.BytesTransferred, h.RemoteObjectPuts, h.RemoteObjectGets, h.RemoteClaimsLost, h.RemoteReconnects, s.Reclaimed)
-			continue
+		// Health counts as SPEC §9 does: bytes are what the stage put, and
+		// every put that did not take the ring is a fallback, all of them
+		// with the ring off. The labels say so.
+		fmt.Fprintf(&b, "  stage %d health    puts %d  gets %d  bytes put %d", i, h.Puts, h.Gets, h.BytesTransferred)
+		if s.Received != nil {
+			fmt.Fprintf(&b, "  bytes received %d", *s.Received)
 		}
-		fmt.Fprintf(&b, "  stage %d health    puts %d  gets %d  bytes %d  ring puts %d  ring gets %d  fallbacks %d  reclaimed %d\n",
-			i, h.Puts, h.Gets, h.BytesTransferred, h.HostRingPuts, h.HostRingGets, h.HostRingFallbacks, s.Reclaimed)
+		switch {
+		case r.Nats != "":
+			fmt.Fprintf(&b, "  object puts %d  object gets %d  claims lost %d  reconnects %d",
+				h.RemoteObjectPuts, h.RemoteObjectGets, h.RemoteClaimsLost, h.RemoteReconnects)
+		case r.RingBytes == 0:
+			fmt.Fprintf(&b, "  per-key puts %d (ring off)", h.HostRingFallbacks)
+		default:
+			fmt.Fprintf(&b, "  ring puts %d  ring gets %d  per-key puts (ring fallbacks) %d", h.HostRingPuts, h.HostRingGets, h.HostRingFallbacks)
+		}
+		fmt.Fprintf(&b, "  reclaimed %d\n", s.Reclaimed)
 	}
 	fmt.Fprintf(&b, "  wav files         %d in %s (16-bit PCM, mono, %d Hz, %d samples each)\n",
 		r.Requests, r.Out, sampleRate, r.Chunks*samplesPerChunk)

@@ -87,13 +87,32 @@ func TestRun(t *testing.T) {
 			}
 			var report strings.Builder
 			res.WriteReport(&report)
-			wants := []string{"requests/s", "p50", "p99", "stage 0", "stage 1", "stage 2", res.Scope, "ring puts"}
-			if cfg.Nats != nil {
-				wants = append(wants[:len(wants)-1], "over NATS at "+res.Nats+" (embedded)", "claims lost 0")
+			wants := []string{"requests/s", "p50", "p99", "stage 0", "stage 1", "stage 2", res.Scope, "bytes put"}
+			unwanted := []string{"fallbacks 2", "ring 0 bytes"} // a per-key put is not a failed ring put
+			switch {
+			case cfg.Nats != nil:
+				wants = append(wants, "over NATS at "+res.Nats+" (embedded)", "claims lost 0")
+			case c.ring == 0:
+				wants = append(wants, "ring off (per-key segments only)", "per-key puts 9 (ring off)", "bytes received")
+				unwanted = append(unwanted, "ring puts")
+			default:
+				wants = append(wants, "ring puts", "per-key puts (ring fallbacks)", "bytes received")
 			}
 			for _, want := range wants {
 				if !strings.Contains(report.String(), want) {
 					t.Errorf("report lacks %q:\n%s", want, report.String())
+				}
+			}
+			for _, u := range unwanted {
+				if strings.Contains(report.String(), u) {
+					t.Errorf("report has %q:\n%s", u, report.String())
+				}
+			}
+			if cfg.Nats == nil {
+				for i, s := range res.Stages {
+					if s.Received == nil || (*s.Received > 0) != (i > 0) {
+						t.Errorf("stage %d received %v bytes", i, s.Received)
+					}
 				}
 			}
 		})

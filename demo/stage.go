@@ -64,6 +64,7 @@ type event struct {
 	MaxNS     int64             `json:"max_ns,omitempty"`
 	Health    *connector.Health `json:"health,omitempty"`
 	Reclaimed int               `json:"reclaimed,omitempty"` // health: undrained chunks released
+	Received  *uint64           `json:"received,omitempty"`  // health: payload bytes claimed, where the connector counts them
 	Error     string            `json:"error,omitempty"`
 }
 
@@ -197,10 +198,15 @@ func (p *stageProcess) run(ctx context.Context) error {
 		return err
 	}
 	h := conn.Health()
+	var received *uint64
+	if s, ok := conn.(interface{ Stats() connector.Stats }); ok {
+		n := s.Stats().ReceivedBytes()
+		received = &n
+	}
 	if err := conn.Close(); err != nil {
 		return err
 	}
-	p.say(event{Event: "health", Health: &h, Reclaimed: reclaimed})
+	p.say(event{Event: "health", Health: &h, Reclaimed: reclaimed, Received: received})
 	return nil
 }
 

@@ -34,7 +34,7 @@ func ExamplePrepare() {
 func ExampleDetect() {
 	x, _ := tensor.FromSlice([]float32{0.5, 1.5})
 	withTensor, _ := frame.Marshal(map[string]any{"hidden": x})
-	plain, _ := frame.Marshal(map[string]any{"ids": []int64{1, 2}}) // no tensor: msgpack
+	plain, _ := frame.Marshal(map[string]any{"ids": []any{1, 2}}) // no tensor: msgpack
 
 	for _, b := range [][]byte{withTensor, plain} {
 		var v any

@@ -105,7 +105,9 @@ const keptTree = 64 << 10
 
 // Prepare walks v once (see wire.Encoder for the accepted values). With
 // tensors, it lays out a tensor frame; without, the result is v's plain
-// msgpack form (payload kind 0, SPEC §4), exactly wire.Marshal's bytes.
+// msgpack form (payload kind 0, SPEC §4), exactly wire.Marshal's bytes. A
+// typed numeric slice ([]float32, ...) is a tensor here as in wire: its
+// bytes take the frame's raw path.
 //
 // limit > 0 bounds the frame: Prepare returns ErrTooLarge, before copying
 // any tensor, array or image data, as soon as an array or image is larger

@@ -361,6 +361,27 @@ func TestSourceOwnership(t *testing.T) {
 	}
 }
 
+// TestTypedSliceIsATensor: a typed numeric slice in the payload takes the
+// tensor frame path as the 1-D tensor it is, byte for byte the frame of
+// that tensor put explicitly (only the nonce differs): it comes back as a
+// *tensor.Tensor.
+func TestTypedSliceIsATensor(t *testing.T) {
+	type code int32
+	hidden := []float32{0.5, -1.25, 3}
+	codes := [2]code{7, -8}
+	p, buf := encode(t, map[string]any{"hidden": hidden, "codes": codes}, 0)
+	if !p.Tensors() {
+		t.Fatal("a []float32 made no tensor frame")
+	}
+	h, _ := tensor.FromSlice(hidden)
+	c, _ := tensor.FromSlice([]int32{7, -8})
+	_, want := encode(t, map[string]any{"hidden": h, "codes": c}, 0)
+	want = bytes.ReplaceAll(want, nonceOf(t, want), nonceOf(t, buf)) // in the header and each reference
+	if !bytes.Equal(buf, want) {
+		t.Fatalf("typed slices framed differently from their tensors:\n got %x\nwant %x", buf, want)
+	}
+}
+
 func within(inner, outer []byte) bool {
 	if cap(inner) == 0 || cap(outer) == 0 {
 		return false
@@ -477,7 +498,7 @@ func TestLimit(t *testing.T) {
 		{"array past the limit", map[string]any{"a": &tensor.Array{DType: "<f8", Shape: []int{1024}, Data: make([]byte, 8192)}}, 1024, true},
 		{"image past the limit", &tensor.Image{Mode: "L", Shape: []int{64, 64}, Data: make([]byte, 4096)}, 1024, true},
 		{"no limit", map[string]any{"t": big}, 0, false},
-		{"plain tree larger than the limit", make([]int64, 100), 10, false}, // like the reference: caller checks Size
+		{"plain tree larger than the limit", make([]int, 100), 10, false}, // like the reference: caller checks Size
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

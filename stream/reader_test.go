@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"omnishm/connector"
+	"omnishm/internal/conntest"
+	"omnishm/internal/shmtest"
 	"omnishm/proc"
 )
 
@@ -22,6 +24,15 @@ func TestReaderOnAnotherStageIsRefused(t *testing.T) {
 	// A transport that only polls names no stage: any edge is fine.
 	if _, err := NewReader(pollOnly{newMem()}, "1", "2", "r", ReaderOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The producer's own connector, which receives as no stage, would take
+	// the chunks meant for the receiving stage: refused, and a Mux too.
+	producer := conntest.Open(t, shmtest.Scope(t), connector.NoStage, 0)
+	if _, err := NewReader(producer, "0", "1", "r", ReaderOptions{}); !errors.Is(err, connector.ErrBadStage) {
+		t.Errorf("reader of 0->1 on the producer's connector: %v", err)
+	}
+	if _, err := NewMux(producer, "0", "1", MuxOptions{}); !errors.Is(err, connector.ErrBadStage) {
+		t.Errorf("mux of 0->1 on the producer's connector: %v", err)
 	}
 }
 

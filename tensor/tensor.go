@@ -87,42 +87,53 @@ type Element interface {
 
 // DTypeOf returns the dtype whose elements have T's layout.
 func DTypeOf[T Element]() DType {
-	rt := reflect.TypeFor[T]()
-	switch rt {
+	d, _ := DTypeOfType(reflect.TypeFor[T]())
+	return d
+}
+
+// DTypeOfType returns the dtype whose elements have the layout of t: Half
+// and BHalf are float16 and bfloat16, other types go by their kind, so a
+// named type such as `type Code int32` is int32. ok is false for a type
+// with no dtype, among them int, uint and uintptr, whose size is the
+// host's.
+func DTypeOfType(t reflect.Type) (d DType, ok bool) {
+	switch t {
 	case reflect.TypeFor[Half]():
-		return Float16
+		return Float16, true
 	case reflect.TypeFor[BHalf]():
-		return BFloat16
+		return BFloat16, true
 	}
-	switch rt.Kind() {
+	switch t.Kind() {
 	case reflect.Bool:
-		return Bool
+		d = Bool
 	case reflect.Uint8:
-		return Uint8
+		d = Uint8
 	case reflect.Int8:
-		return Int8
+		d = Int8
 	case reflect.Int16:
-		return Int16
+		d = Int16
 	case reflect.Int32:
-		return Int32
+		d = Int32
 	case reflect.Int64:
-		return Int64
+		d = Int64
 	case reflect.Uint16:
-		return Uint16
+		d = Uint16
 	case reflect.Uint32:
-		return Uint32
+		d = Uint32
 	case reflect.Uint64:
-		return Uint64
+		d = Uint64
 	case reflect.Float32:
-		return Float32
+		d = Float32
 	case reflect.Float64:
-		return Float64
+		d = Float64
 	case reflect.Complex64:
-		return Complex64
+		d = Complex64
 	case reflect.Complex128:
-		return Complex128
+		d = Complex128
+	default:
+		return 0, false
 	}
-	return 0
+	return d, true
 }
 
 // FromSlice returns a tensor over values with the given shape (a 1-d shape

@@ -3,6 +3,7 @@ package tensor
 import (
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 	"unsafe"
@@ -335,6 +336,16 @@ func TestDTypeOf(t *testing.T) {
 	for got, want := range cases {
 		if got != want {
 			t.Errorf("DTypeOf = %v, want %v", got, want)
+		}
+	}
+	// By reflection, named types go by their kind; int, uint and uintptr
+	// have no dtype (their size is the host's).
+	if d, ok := DTypeOfType(reflect.TypeFor[myFloat]()); !ok || d != Float32 {
+		t.Errorf("DTypeOfType(myFloat) = %v, %v", d, ok)
+	}
+	for _, rt := range []reflect.Type{reflect.TypeFor[int](), reflect.TypeFor[uint](), reflect.TypeFor[uintptr](), reflect.TypeFor[string]()} {
+		if d, ok := DTypeOfType(rt); ok {
+			t.Errorf("DTypeOfType(%v) = %v", rt, d)
 		}
 	}
 }

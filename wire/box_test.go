@@ -14,11 +14,13 @@ func TestListNumbersSurviveGC(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(1))
 	const n = 1 << 15
 	ints, floats := make([]int64, n), make([]float64, n)
+	intList, floatList := make([]any, n), make([]any, n) // lists: typed slices travel as tensors
 	for i := range n {
 		ints[i] = int64(i)*7919 - n*1000 // negative and above 255: slab-boxed
 		floats[i] = float64(i) + 0.5
+		intList[i], floatList[i] = ints[i], floats[i]
 	}
-	in := mustMarshal(t, map[string]any{"ints": ints, "floats": floats})
+	in := mustMarshal(t, map[string]any{"ints": intList, "floats": floatList})
 	v := mustUnmarshal(t, in)
 	m := v.(map[string]any)
 	gotInts, gotFloats := m["ints"].([]any), m["floats"].([]any)

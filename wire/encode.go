@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"omnishm/tensor"
 )
@@ -24,6 +25,16 @@ import (
 // field order, named and filtered by `msgpack:"name,omitempty"` tags
 // (`msgpack:"-"` skips a field). A nil slice, map or pointer is nil, as in
 // encoding/json. Anything else is ErrUnsupported.
+//
+// A slice or array whose elements are of a tensor dtype (bool, int8 to
+// int64, uint16 to uint64, float32, float64, complex64, complex128,
+// tensor.Half, tensor.BHalf, and named types of those kinds) is the 1-D
+// tensor it is: a Python peer gets a torch.Tensor of that dtype, a Go peer
+// a *tensor.Tensor, which Decode turns back into the slice. (As a msgpack
+// list a []float32 would arrive as Python floats, float64.) In a tensor
+// frame its bytes go the frame's raw path (SPEC §4). To send a Python
+// list, send []any; []int, []uint and []string are lists too, int and uint
+// having no dtype of their size on every host.
 type Encoder struct {
 	// Tensor, if set, replaces each tensor by the extension it returns,
 	// instead of the tensor's marker map.
@@ -129,14 +140,7 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 		}
 		return s.orderedMap(b, x)
 	case []int64:
-		if x == nil {
-			return appendNil(b), nil
-		}
-		b = AppendArrayHeader(b, len(x))
-		for _, n := range x {
-			b = AppendInt(b, n)
-		}
-		return b, nil
+		return numericSlice(s, b, x)
 	case []int:
 		if x == nil {
 			return appendNil(b), nil
@@ -146,15 +150,10 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 			b = AppendInt(b, int64(n))
 		}
 		return b, nil
+	case []float32:
+		return numericSlice(s, b, x)
 	case []float64:
-		if x == nil {
-			return appendNil(b), nil
-		}
-		b = AppendArrayHeader(b, len(x))
-		for _, f := range x {
-			b = appendFloat(b, f)
-		}
-		return b, nil
+		return numericSlice(s, b, x)
 	case []string:
 		if x == nil {
 			return appendNil(b), nil
@@ -398,6 +397,9 @@ func (s *encodeState) value(b []byte, v reflect.Value) ([]byte, error) {
 		if v.Type().Elem().Kind() == reflect.Uint8 {
 			return appendBin(b, byteSlice(v)), nil
 		}
+		if dt, ok := tensor.DTypeOfType(v.Type().Elem()); ok {
+			return s.tensor(b, typedSliceTensor(v, dt))
+		}
 		if err := s.enter(); err != nil {
 			return b, err
 		}
@@ -423,6 +425,38 @@ func (s *encodeState) value(b []byte, v reflect.Value) ([]byte, error) {
 		return s.structValue(b, v)
 	}
 	return b, unsupported("%s", v.Type())
+}
+
+// numericSlice writes a slice of a tensor dtype's elements as the 1-D
+// tensor it is (see Encoder): in a tensor frame its bytes take the frame's
+// raw path, and no element changes type on the way.
+func numericSlice[T tensor.Element](s *encodeState, b []byte, x []T) ([]byte, error) {
+	if x == nil {
+		return appendNil(b), nil
+	}
+	t, err := tensor.FromSlice(x)
+	if err != nil {
+		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
+	}
+	return s.tensor(b, t)
+}
+
+// typedSliceTensor is numericSlice for a slice or array found by
+// reflection (a named element type, say): a 1-D tensor over its memory,
+// or over a copy of an array that is not addressable.
+func typedSliceTensor(v reflect.Value, dt tensor.DType) *tensor.Tensor {
+	n := v.Len()
+	t := &tensor.Tensor{DType: dt, Shape: []int{n}, Data: []byte{}}
+	if n == 0 {
+		return t
+	}
+	if !v.Index(0).CanAddr() {
+		c := reflect.New(v.Type()).Elem()
+		c.Set(v)
+		v = c
+	}
+	t.Data = unsafe.Slice((*byte)(v.Index(0).Addr().UnsafePointer()), n*dt.ItemSize())
+	return t
 }
 
 func byteSlice(v reflect.Value) []byte {

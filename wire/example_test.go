@@ -69,3 +69,37 @@ func ExampleReader() {
 	// 3 int64 [2 3] 16 <nil> 0
 	// wire: corrupt msgpack: 0x93 at offset 0 where a bin belongs
 }
+
+func ExampleDecode() {
+	// What a stage receives: a tree of maps, lists and leaves.
+	audio, _ := tensor.FromSlice([]int64{7, 8, 9}, 1, 3)
+	b, _ := wire.Marshal(map[string]any{
+		"codes":    map[string]any{"audio": audio},
+		"hidden":   []float32{0.5, -1}, // a typed slice travels as a float32 tensor
+		"finished": tensor.Scalar(true),
+		"names":    map[int]string{0: "left", 1: "right"},
+	})
+	tree, _ := wire.Unmarshal(b)
+
+	var chunk struct {
+		Codes struct {
+			Audio []int64 `msgpack:"audio"` // any shape, in C order
+		} `msgpack:"codes"`
+		Hidden   []float32      `msgpack:"hidden"`
+		Finished bool           `msgpack:"finished"` // from a 0-d bool tensor
+		Names    map[int]string `msgpack:"names"`
+	}
+	if err := wire.Decode(tree, &chunk); err != nil {
+		panic(err)
+	}
+	fmt.Println(chunk.Codes.Audio, chunk.Hidden, chunk.Finished, chunk.Names[1])
+
+	// A mismatch names where it is.
+	var wrong struct {
+		Hidden []int64 `msgpack:"hidden"`
+	}
+	fmt.Println(wire.Decode(tree, &wrong))
+	// Output:
+	// [7 8 9] [0.5 -1] true right
+	// wire: mismatch at .hidden: want int64 tensor, got float32 tensor
+}

@@ -1,9 +1,11 @@
 package wire_test
 
 import (
+	"errors"
 	"testing"
 
 	"omnishm/internal/vectortest"
+	"omnishm/tensor"
 	"omnishm/wire"
 )
 
@@ -23,6 +25,27 @@ func FuzzUnmarshal(f *testing.F) {
 		back := mustUnmarshal(t, mustMarshal(t, v))
 		if err := vectortest.SameValue(back, v); err != nil {
 			t.Fatalf("round trip changed the value: %v", err)
+		}
+	}, wire.ErrCorrupt)
+}
+
+// FuzzDecode: whatever Unmarshal decodes, Decode stores into a struct of
+// every kind, a typed map and a slice without panicking, or refuses with
+// ErrMismatch; into an any it takes the tree as it is.
+func FuzzDecode(f *testing.F) {
+	f.Add(mustMarshal(f, map[string]any{"name": "r", "hidden": []float32{1}, "labels": wire.Map{{Key: 1, Value: "a"}}}))
+	vectortest.FuzzDecoder(f, vectortest.Msgpack, wire.Unmarshal, func(t *testing.T, _ []byte, v any) {
+		for _, into := range []any{new(decodeTarget), new(map[int]string), new([]float32), new([2]int8), new(*tensor.Tensor)} {
+			if err := wire.Decode(v, into); err != nil && !errors.Is(err, wire.ErrMismatch) {
+				t.Fatalf("Decode into %T: %v", into, err)
+			}
+		}
+		var got any
+		if err := wire.Decode(v, &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := vectortest.SameValue(got, v); err != nil {
+			t.Fatal(err)
 		}
 	}, wire.ErrCorrupt)
 }

@@ -7,6 +7,12 @@
 // ("__tensor__", "__ndarray__", "__pil_image__") with the value true; decoding
 // restores them as *tensor.Tensor, *tensor.Array and *tensor.Image.
 //
+// A typed numeric slice ([]float32, []int64, []bool, []tensor.Half, ...)
+// travels as the 1-D tensor it is, so a Python peer gets a torch.Tensor of
+// its dtype and nothing changes type on the way; []any, []int and []string
+// travel as lists (see Encoder). Decode turns a received tree back into Go
+// values: structs with msgpack tags, typed slices and maps, leaves.
+//
 // The API comes in three layers: Marshal and Unmarshal for whole values;
 // Encoder and Decoder, whose hooks let the frame codec replace tensors by
 // references; and the streaming pieces, Reader and the Append functions,
@@ -22,16 +28,21 @@
 //     OwnedAliasMin bytes alias the input, which the caller hands over.
 //   - Decoder's Ext hook and Reader see bytes that alias the input: valid
 //     during the hook's call, or as long as the input is.
+//   - Decode stores into v the tree's leaves, bins and containers it takes
+//     as they are (a *tensor.Tensor field is the tree's tensor); numeric
+//     slices it fills from tensors are copies.
 //
 // Bad input never panics or reads out of bounds: decoding errors wrap
-// ErrCorrupt, encoding errors ErrUnsupported.
+// ErrCorrupt, encoding errors ErrUnsupported, and Decode's mismatches
+// ErrMismatch.
 package wire
 
 import "errors"
 
 // ErrUnsupported is returned (wrapped) by Marshal for a value that has no
 // msgpack form: channels, functions, complex scalars, cycles deeper than the
-// nesting limit, tensors whose data does not match their shape.
+// nesting limit, tensors whose data does not match their shape; and by
+// Decode for a target that is not a non-nil pointer or has no payload form.
 var ErrUnsupported = errors.New("wire: unsupported value")
 
 // ErrCorrupt is returned (wrapped) by Unmarshal for bytes that are not one

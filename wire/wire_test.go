@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"omnishm/internal/vectortest"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -86,7 +87,15 @@ func TestMarshalForms(t *testing.T) {
 		{"ext 20", wire.Ext{Code: 42, Data: make([]byte, 20)}, "c7142a" + strings.Repeat("00", 20)},
 		{"fixext 1", wire.Ext{Code: -1, Data: []byte{5}}, "d4ff05"},
 		{"list", []any{1, "a"}, "9201a161"},
-		{"typed slice", []int32{1, -1}, "9201ff"},
+		// Typed numeric slices are the 1-D tensors they are, not lists of
+		// Python ints and floats.
+		{"typed slice: a 1-D tensor", []int32{1, -1}, "84aa5f5f74656e736f725f5fc3a56474797065a5696e743332a573686170659102a464617461c40801000000ffffffff"},
+		{"named element type", []myInt{-2}, "84aa5f5f74656e736f725f5fc3a56474797065a5696e743136a573686170659101a464617461c402feff"},
+		{"float32 array", [1]float32{1.5}, "84aa5f5f74656e736f725f5fc3a56474797065a7666c6f61743332a573686170659101a464617461c4040000c03f"},
+		{"empty float32 slice", []float32{}, "84aa5f5f74656e736f725f5fc3a56474797065a7666c6f61743332a573686170659100a464617461c400"},
+		{"nil float32 slice", []float32(nil), "c0"},
+		{"int slice stays a list", []int{1, -1}, "9201ff"},
+		{"string slice stays a list", []string{"a"}, "91a161"},
 		{"nil slice", []int(nil), "c0"},
 		{"empty slice", []int{}, "90"},
 		{"nil map", map[string]any(nil), "c0"},
@@ -269,5 +278,175 @@ func TestUnmarshalOwnedAliasesOnlyLargeBins(t *testing.T) {
 	v, _ = wire.Unmarshal(b)
 	if inside(v.(map[string]any)["big"].([]byte)) {
 		t.Fatal("Unmarshal aliased its input")
+	}
+}
+
+// decodeTarget has a field of each kind Decode fills.
+type decodeTarget struct {
+	Name    string            `msgpack:"name"`
+	Count   int8              `msgpack:"count,omitempty"`
+	Ratio   float32           `msgpack:"ratio"`
+	Hidden  []float32         `msgpack:"hidden"`
+	Codes   *tensor.Tensor    `msgpack:"codes"`
+	Mask    [2]bool           `msgpack:"mask"`
+	Labels  map[int]string    `msgpack:"labels"`
+	Inner   *inner            `msgpack:"inner"`
+	Raw     []byte            `msgpack:"raw"`
+	Any     any               `msgpack:"any"`
+	Done    bool              `msgpack:"done"`
+	ByName  map[string][]int8 `msgpack:"by_name"`
+	Plain   uint16            // untagged: its Go name
+	Skipped string            `msgpack:"-"`
+}
+
+func TestDecodeRoundTrip(t *testing.T) {
+	codes, _ := tensor.FromSlice([]int64{1, 2, 3, 4}, 2, 2)
+	in := decodeTarget{
+		Name: "r", Count: -3, Ratio: 0.25, Hidden: []float32{0.5, -1.5}, Codes: codes,
+		Mask: [2]bool{true, false}, Labels: map[int]string{1: "a", -2: "b"}, Inner: &inner{N: 7},
+		Raw: []byte{0, 0xff}, Any: []any{int64(1), "x"}, Done: true,
+		ByName: map[string][]int8{"k": {-1, 2}}, Plain: 9, Skipped: "never sent",
+	}
+	tree := mustUnmarshal(t, mustMarshal(t, in))
+	var got decodeTarget
+	if err := wire.Decode(tree, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := in
+	want.Skipped = ""
+	if err := vectortest.SameValue(mustUnmarshal(t, mustMarshal(t, got)), mustUnmarshal(t, mustMarshal(t, want))); err != nil {
+		t.Fatalf("decoded %+v: %v", got, err)
+	}
+	if got.Labels[-2] != "b" || got.Hidden[1] != -1.5 || got.Mask != want.Mask || !got.Codes.Equal(codes) {
+		t.Fatalf("decoded %+v", got)
+	}
+}
+
+func TestDecodeForms(t *testing.T) {
+	f32, _ := tensor.FromSlice([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	halves, _ := tensor.FromSlice([]tensor.Half{tensor.HalfFrom(1.5)})
+	five := 5
+	type code int32
+	type codes []code
+	cases := []struct {
+		name    string
+		payload any
+		into    any // a pointer to a zero value
+		want    any
+	}{
+		{"int keys", map[any]any{int64(1): "a", int64(2): "b"}, new(map[int]string), map[int]string{1: "a", 2: "b"}},
+		{"string keys", map[string]any{"a": int64(1)}, new(map[string]int16), map[string]int16{"a": 1}},
+		{"any shape of tensor into a slice", f32, new([]float32), []float32{1, 2, 3, 4, 5, 6}},
+		{"list into a float32 slice", []any{1.5, int64(2)}, new([]float32), []float32{1.5, 2}},
+		{"list into an int8 slice", []any{int64(-128), int64(127)}, new([]int8), []int8{-128, 127}},
+		{"named element type", []any{int64(7)}, new(codes), codes{7}},
+		{"int32 tensor into a named slice", mustTensor(tensor.FromSlice([]int32{7, -8})), new(codes), codes{7, -8}},
+		{"ndarray", &tensor.Array{DType: "<f4", Shape: []int{1}, Data: []byte{0, 0, 0xc0, 0x3f}}, new([]float32), []float32{1.5}},
+		{"half tensor", halves, new([]tensor.Half), []tensor.Half{tensor.HalfFrom(1.5)}},
+		{"float into half", 1.5, new(tensor.Half), tensor.HalfFrom(1.5)},
+		{"0-d bool tensor into bool", tensor.Scalar(true), new(bool), true},
+		{"0-d int tensor into int8", tensor.Scalar(int64(-4)), new(int8), int8(-4)},
+		{"bin into bytes", []byte{1, 2}, new([]byte), []byte{1, 2}},
+		{"bin into a byte array", []byte{1, 2}, new([2]byte), [2]byte{1, 2}},
+		{"uint64", uint64(math.MaxUint64), new(uint64), uint64(math.MaxUint64)},
+		{"exact int into float64", int64(1) << 53, new(float64), float64(1 << 53)},
+		{"float64 rounds to float32", 0.1, new(float32), float32(0.1)},
+		{"nil into a pointer", nil, new(*int), (*int)(nil)},
+		{"int into a pointer", int64(5), new(*int), &five},
+		{"nil into a slice", nil, new([]int), []int(nil)},
+		{"tensor value", f32, new(tensor.Tensor), *f32},
+		{"any keeps the value", []any{"x"}, new(any), []any{"x"}},
+		{"ordered map into a struct", wire.Map{{Key: "n", Value: int64(1)}, {Key: "n", Value: int64(2)}}, new(inner), inner{N: 2}},
+		{"unknown keys are ignored", map[string]any{"n": int64(1), "other": "x"}, new(inner), inner{N: 1}},
+		{"missing keys leave the field", map[string]any{}, new(inner), inner{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if err := wire.Decode(c.payload, c.into); err != nil {
+				t.Fatal(err)
+			}
+			got := reflect.ValueOf(c.into).Elem().Interface()
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got %#v, want %#v", got, c.want)
+			}
+		})
+	}
+}
+
+func mustTensor(t *tensor.Tensor, err error) *tensor.Tensor {
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func TestDecodeMismatch(t *testing.T) {
+	f32 := mustTensor(tensor.FromSlice([]float32{1}))
+	type audio struct {
+		Audio []int64 `msgpack:"audio"`
+	}
+	type chunk struct {
+		Codes audio `msgpack:"codes"`
+	}
+	cases := []struct {
+		name    string
+		payload any
+		into    any
+		want    string
+	}{
+		{"tensor dtype", map[string]any{"codes": map[string]any{"audio": f32}}, new(chunk),
+			"at .codes.audio: want int64 tensor, got float32 tensor"},
+		{"out of range", int64(300), new(int8), "at .: want int8, got int64 300 (out of range)"},
+		{"element out of range", []any{int64(1), int64(300)}, new([]int8), "at [1]: want int8, got int64 300 (out of range)"},
+		{"negative into uint", int64(-1), new(uint), "at .: want uint, got int64 -1 (out of range)"},
+		{"above int64", uint64(math.MaxUint64), new(int64), "at .: want int64, got uint64 18446744073709551615 (out of range)"},
+		{"float into int", 1.5, new(int), "at .: want int, got float64"},
+		{"inexact int into float", int64(1)<<53 + 1, new(float64), "at .: want float64, got int64"},
+		{"float32 overflow", 1e300, new(float32), "at .: want float32, got float64 1e+300 (out of range)"},
+		{"nil into int", nil, new(int), "at .: want int, got nil"},
+		{"string key into int key", map[string]any{"a": "x"}, new(map[int]string), "at .a: want int keys, got string key"},
+		{"int key into string key", map[any]any{int64(1): "x"}, new(map[string]string), "at .[1]: want string keys, got int64 key"},
+		{"array length", []any{int64(1)}, new([2]int), "at .: want [2]int, got list of 1"},
+		{"tensor length into an array", f32, new([2]float32), "at .: want [2]float32, got float32 tensor of 1"},
+		{"struct from a list", []any{}, new(inner), "at .: want map for wire_test.inner, got list"},
+		{"tensor from a map", map[string]any{}, new(*tensor.Tensor), "at .: want tensor, got map"},
+		{"list from a string", "x", new([]string), "at .: want list, got string"},
+		{"numeric slice from a string", "x", new([]float32), "at .: want float32 tensor or list, got string"},
+		{"bool byte", &tensor.Tensor{DType: tensor.Bool, Shape: []int{2}, Data: []byte{1, 2}}, new([]bool), "at [1]: bool element is 0x2, not 0 or 1"},
+		{"big-endian ndarray", &tensor.Array{DType: ">f4", Shape: []int{1}, Data: make([]byte, 4)}, new([]float32), "at .: want float32 ndarray, got ndarray >f4"},
+		{"interface not implemented", int64(1), new(error), "at .: want error, got int64"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := wire.Decode(c.payload, c.into)
+			if !errors.Is(err, wire.ErrMismatch) {
+				t.Fatalf("err = %v, want ErrMismatch", err)
+			}
+			if want := "wire: mismatch " + c.want; err.Error() != want {
+				t.Fatalf("err = %q\nwant  %q", err, want)
+			}
+		})
+	}
+}
+
+func TestDecodeUnsupported(t *testing.T) {
+	var ch chan int
+	for name, into := range map[string]any{
+		"nil":         nil,
+		"not pointer": 5,
+		"nil pointer": (*int)(nil),
+		"chan":        &ch,
+	} {
+		if err := wire.Decode(int64(1), into); !errors.Is(err, wire.ErrUnsupported) {
+			t.Errorf("%s: err = %v, want ErrUnsupported", name, err)
+		}
+	}
+}
+
+func TestDecodeSelfPointerEnds(t *testing.T) {
+	type P *P
+	var p P
+	if err := wire.Decode(int64(1), &p); !errors.Is(err, wire.ErrUnsupported) {
+		t.Fatalf("err = %v, want ErrUnsupported", err)
 	}
 }

@@ -23,8 +23,9 @@ func init() {
 			"       [--transports ring,perkey,uds] [--ring-bytes N] [--window N] [--waiters N] [--wait-in recv,reader]\n" +
 			"       [--idle DURATION] [--supplied] [--scope S] [--url URL | --config FILE [--connector NAME]]\n" +
 			"       [--json FILE] [--plot FILE.svg|FILE.png]",
-		summary: "time put->get latency and rate per size and transport, against a Unix socket",
-		run:     runBench,
+		summary:  "time put->get latency and rate per size and transport, against a Unix socket",
+		examples: []string{"omnishm bench --sizes 512,4KiB,64KiB --count 2000 --json bench.json", "omnishm bench --mode pair --sizes 512"},
+		run:      runBench,
 	})
 }
 

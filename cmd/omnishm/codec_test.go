@@ -122,19 +122,23 @@ func mustUnmarshal(t *testing.T, text []byte) any {
 	return v
 }
 
-// TestEncodeTensorFree: with --as frame, a payload without tensors is
-// written in its plain msgpack form (SPEC §4).
+// TestEncodeTensorFree: with --as frame (or auto, the default), a payload
+// without tensors is written in its plain msgpack form (SPEC §4).
 func TestEncodeTensorFree(t *testing.T) {
 	text := []byte(`{"a":[1,2.5,"NaN",{"$bytes":"AQI="}],"b":null}`)
 	want, err := wire.Marshal(mustUnmarshal(t, text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, as := range []string{formFrame, formMsgpack} {
-		r := omnishm(t, text, "encode", "--as", as)
+	for _, as := range []string{formFrame, formMsgpack, ""} {
+		args := []string{"encode", "--as", as}
+		if as == "" {
+			args = args[:1]
+		}
+		r := omnishm(t, text, args...)
 		r.wantSuccess(t)
 		if !bytes.Equal(r.stdout, want) {
-			t.Errorf("--as %s wrote %x, want %x", as, r.stdout, want)
+			t.Errorf("%v wrote %x, want %x", args, r.stdout, want)
 		}
 	}
 }
@@ -154,17 +158,26 @@ func TestBadInput(t *testing.T) {
 		{"bad tensor", []byte(`{"$tensor":{"dtype":"float32","shape":[2],"data":"AAAAAA=="}}`), []string{"encode", "--as", "frame"}, "needs 8 bytes, have 4"},
 		{"bad dtype", []byte(`{"$tensor":{"dtype":"float8","shape":[],"data":"AA=="}}`), []string{"encode", "--as", "msgpack"}, `"float8"`},
 		{"missing file", nil, []string{"encode", "--as", "msgpack", "/nonexistent/x.json"}, "/nonexistent/x.json"},
-		{"empty bytes", nil, []string{"decode"}, "decode:"},
-		{"garbage", []byte{0xc1}, []string{"decode"}, "decode:"},
-		{"cut msgpack", msgpackBytes[:len(msgpackBytes)-1], []string{"decode", "--as", "msgpack"}, "decode:"},
-		{"cut frame", cut, []string{"decode", "--as", "frame"}, "decode:"},
-		{"frame read as msgpack", frameBytes, []string{"decode", "--as", "msgpack"}, "decode:"},
-		{"msgpack read as frame", msgpackBytes, []string{"decode", "--as", "frame"}, "decode:"},
+		{"empty bytes", nil, []string{"decode"}, "decode: input is neither a tensor frame nor msgpack: wire: corrupt msgpack"},
+		{"garbage", []byte{0xc1}, []string{"decode"}, "decode: input is neither a tensor frame nor msgpack: wire: corrupt msgpack"},
+		{"cut msgpack", msgpackBytes[:len(msgpackBytes)-1], []string{"decode", "--as", "msgpack"}, "decode: input is not msgpack: wire: corrupt msgpack"},
+		{"cut frame", cut, []string{"decode", "--as", "frame"}, "decode: input begins as a tensor frame but is cut short or corrupt: frame: corrupt"},
+		{"cut frame, auto", cut, []string{"decode"}, "decode: input begins as a tensor frame but is cut short or corrupt: frame: corrupt"},
+		{"cut frame header, auto", frameBytes[:40], []string{"decode"}, "decode: input begins as a tensor frame but is cut short or corrupt: frame: corrupt"},
+		{"frame read as msgpack", frameBytes, []string{"decode", "--as", "msgpack"}, "decode: input is a tensor frame, not msgpack: use --as frame or auto"},
+		{"msgpack read as frame", msgpackBytes, []string{"decode", "--as", "frame"}, "decode: input is msgpack, not a tensor frame: use --as msgpack or auto"},
+		{"json given to decode", vectortest.Read(t, "tree_float32.json"), []string{"decode"}, "decode: input is JSON, not a payload's bytes (a frame or msgpack): 'omnishm encode'"},
+		{"json given as frame", vectortest.Read(t, "tree_float32.json"), []string{"decode", "--as", "frame"}, "decode: input is JSON"},
+		{"msgpack given to encode", msgpackBytes, []string{"encode"}, "encode: input is not a payload's JSON form: jsonform: invalid JSON form"},
 		{"missing input file", nil, []string{"decode", "/nonexistent/x.bin"}, "/nonexistent/x.bin"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			omnishm(t, c.stdin, c.args...).wantFailure(t, exitFail, c.msg)
+			r := omnishm(t, c.stdin, c.args...)
+			r.wantFailure(t, exitFail, c.msg)
+			if bytes.Contains(r.stderr, []byte(c.args[0]+": "+c.args[0]+":")) {
+				t.Errorf("doubled prefix: %s", r.stderr)
+			}
 		})
 	}
 }

@@ -11,10 +11,11 @@ import (
 
 func init() {
 	register(command{
-		name:    "decode",
-		usage:   "[--as auto|frame|msgpack] [FILE|-]",
-		summary: "read a payload's bytes and print its JSON form (SPEC §10) on one line",
-		run:     runDecode,
+		name:     "decode",
+		usage:    "[--as auto|frame|msgpack] [FILE|-]",
+		summary:  "read a payload's bytes and print its JSON form (SPEC §10) on one line",
+		examples: []string{"omnishm decode testdata/vectors/codes56.frame", "omnishm encode payload.json | omnishm decode"},
+		run:      runDecode,
 	})
 }
 
@@ -25,9 +26,9 @@ func runDecode(ctx context.Context, args []string, inv *invocation) int {
 	if !ok {
 		return code
 	}
-	v, err := decoders[as](b)
+	v, err := decode(as, b)
 	if err != nil {
-		return inv.fail(fmt.Errorf("decode: %w", err))
+		return inv.fail(err)
 	}
 	text, err := jsonform.Marshal(v)
 	if err != nil {

@@ -24,8 +24,9 @@ func init() {
 		name: "demo",
 		usage: "[--requests N] [--chunks M] [--ring-bytes N] [--out DIR] [--interval D]\n" +
 			"       [--transport shm|nats] [--url URL] [--config FILE [--connector NAME]]",
-		summary: "run a three-process audio pipeline over omnishm edges and report its figures",
-		run:     runDemo,
+		summary:  "run a three-process audio pipeline over omnishm edges and report its figures",
+		examples: []string{"omnishm demo --requests 8 --chunks 32 --out /tmp/wavs", "omnishm demo --ring-bytes 0   # per-key segments only"},
+		run:      runDemo,
 	})
 }
 

@@ -11,22 +11,23 @@ import (
 
 func init() {
 	register(command{
-		name:    "encode",
-		usage:   "--as frame|msgpack [FILE|-]",
-		summary: "read a payload's JSON form (SPEC §10) and write its bytes to stdout",
-		run:     runEncode,
+		name:     "encode",
+		usage:    "[--as auto|frame|msgpack] [FILE|-]",
+		summary:  "read a payload's JSON form (SPEC §10) and write its bytes to stdout",
+		examples: []string{"omnishm encode payload.json > payload.frame", "omnishm encode --as msgpack payload.json > payload.msgpack"},
+		run:      runEncode,
 	})
 }
 
 func runEncode(ctx context.Context, args []string, inv *invocation) int {
-	as, text, code, ok := codecArgs(inv, args, "", "byte form to write: frame (tensor frame, SPEC §4; a payload without tensors\n"+
-		"is written as msgpack, as SPEC §4 sends it) or msgpack (SPEC §5)", formFrame, formMsgpack)
+	as, text, code, ok := codecArgs(inv, args, formAuto, "byte form to write: auto or frame (a tensor frame, SPEC §4, for a payload with\n"+
+		"tensors; one without is written as msgpack, as SPEC §4 sends it), or msgpack (SPEC §5)", formAuto, formFrame, formMsgpack)
 	if !ok {
 		return code
 	}
 	v, err := jsonform.Unmarshal(text)
 	if err != nil {
-		return inv.fail(err)
+		return inv.fail(fmt.Errorf("input is not a payload's JSON form: %w", err))
 	}
 	b, err := encoders[as](v)
 	if err != nil {

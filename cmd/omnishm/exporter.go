@@ -18,10 +18,11 @@ import (
 
 func init() {
 	register(command{
-		name:    "exporter",
-		usage:   "[--listen ADDR] [--scope S | --all] [--key-prefix P]",
-		summary: "serve this user's /dev/shm state as Prometheus metrics on /metrics (read-only; /healthz too)",
-		run:     runExporter,
+		name:     "exporter",
+		usage:    "[--listen ADDR] [--scope S | --all] [--key-prefix P]",
+		summary:  "serve this user's /dev/shm state as Prometheus metrics on /metrics (read-only; /healthz too)",
+		examples: []string{"omnishm exporter --listen 127.0.0.1:9477 --all"},
+		run:      runExporter,
 	})
 }
 

@@ -18,10 +18,11 @@ import (
 
 func init() {
 	register(command{
-		name:    "inspect",
-		usage:   "[--scope S | --all] [--key-prefix P] [--json | --watch [INTERVAL]]",
-		summary: "show this user's rings, markers, FIFOs, segments and lock files in /dev/shm (read-only)",
-		run:     runInspect,
+		name:     "inspect",
+		usage:    "[--scope S | --all] [--key-prefix P] [--json | --watch [INTERVAL]]",
+		summary:  "show this user's rings, markers, FIFOs, segments and lock files in /dev/shm (read-only)",
+		examples: []string{"omnishm inspect --scope demo --watch 500ms"},
+		run:      runInspect,
 	})
 }
 

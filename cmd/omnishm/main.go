@@ -15,7 +15,11 @@
 //
 // send, recv and demo move payloads through /dev/shm (--transport shm, the
 // default) or NATS JetStream (--transport nats, with --url), or as the
-// shared YAML configuration of --config says; bench times both kinds.
+// shared YAML configuration of --config says; bench times both kinds. Over
+// /dev/shm, send and recv meet only in one wakeup scope: --scope, else the
+// environment's OMNISHM_SCOPE, else the configuration's wakeup_scope; with
+// none, names are keyed by the parent pid and they warn, as two shells never
+// share one.
 //
 // Usage:
 //
@@ -62,7 +66,8 @@ const (
 //
 //	func init() {
 //		register(command{name: "inspect", usage: "[-v] FILE",
-//			summary: "print a ring file's frames", run: runInspect})
+//			summary: "print a ring file's frames",
+//			examples: []string{"omnishm inspect -v ring.bin"}, run: runInspect})
 //	}
 //
 //	func runInspect(ctx context.Context, args []string, inv *invocation) int {
@@ -84,6 +89,9 @@ type command struct {
 	name    string // as typed: "encode"
 	usage   string // what follows the name in a usage line: "--as frame|msgpack [FILE|-]"
 	summary string // one line for `omnishm help`
+	// examples are command lines that --help ends with, one a line; every
+	// command has at least one.
+	examples []string
 	// run executes the command with the arguments after its name and
 	// returns the exit status; it reports its own errors through inv.
 	run func(ctx context.Context, args []string, inv *invocation) int
@@ -102,7 +110,7 @@ var commands = map[string]command{}
 // register adds c to the dispatch table; it is called from init functions,
 // so a bad or duplicate name is a programming error and panics.
 func register(c command) {
-	if c.name == "" || c.name == "help" || strings.HasPrefix(c.name, "-") || c.run == nil {
+	if c.name == "" || c.name == "help" || strings.HasPrefix(c.name, "-") || c.run == nil || len(c.examples) == 0 {
 		panic(fmt.Sprintf("omnishm: bad command registration %q", c.name))
 	}
 	if _, dup := commands[c.name]; dup {
@@ -196,6 +204,14 @@ func (inv *invocation) printUsage(fs *flag.FlagSet) {
 		fs.SetOutput(inv.out)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
+	}
+	if len(c.examples) == 1 {
+		fmt.Fprintln(inv.out, "\nexample:")
+	} else {
+		fmt.Fprintln(inv.out, "\nexamples:")
+	}
+	for _, e := range c.examples {
+		fmt.Fprintf(inv.out, "  %s\n", e)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"strings"
@@ -99,7 +101,7 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help", "encode"}, {"encode", "--help"}, {"encode", "-h"}} {
 		r := omnishm(t, nil, args...)
 		r.wantSuccess(t)
-		if !strings.HasPrefix(string(r.stdout), "usage: omnishm encode --as frame|msgpack") ||
+		if !strings.HasPrefix(string(r.stdout), "usage: omnishm encode [--as auto|frame|msgpack]") ||
 			!strings.Contains(string(r.stdout), "-as string") {
 			t.Errorf("%v printed:\n%s", args, r.stdout)
 		}
@@ -114,7 +116,6 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"help", "frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"encode", "--bogus"}, "flag provided but not defined: -bogus"},
-		{[]string{"encode"}, "--as is required"},
 		{[]string{"encode", "--as", "json"}, `--as "json"`},
 		{[]string{"encode", "--as", "frame", "a", "b"}, "at most one input file"},
 		{[]string{"decode", "--as", "cbor"}, `--as "cbor"`},
@@ -143,5 +144,44 @@ func TestUsageErrors(t *testing.T) {
 	r := omnishm(t, nil)
 	if r.code != exitUsage || !strings.Contains(string(r.stderr), "usage: omnishm COMMAND") {
 		t.Errorf("no arguments: status %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// Every subcommand's --help ends with its examples, each a command line of
+// that subcommand.
+func TestHelpEndsWithExamples(t *testing.T) {
+	for name, c := range commands {
+		var out bytes.Buffer
+		inv := &invocation{cmd: c, out: &out, err: &out}
+		inv.printUsage(inv.flags())
+		text := strings.TrimRight(out.String(), "\n")
+		i := strings.LastIndex(text, "\nexample")
+		if i < 0 || len(c.examples) == 0 {
+			t.Errorf("%s --help has no example:\n%s", name, text)
+			continue
+		}
+		for _, l := range strings.Split(text[i:], "\n")[2:] {
+			if !strings.Contains(l, "omnishm "+name) {
+				t.Errorf("%s --help example %q is not a %s command line", name, l, name)
+			}
+		}
+	}
+}
+
+// The package doc (what `go doc ./cmd/omnishm` prints) lists every
+// subcommand, and nothing promised for later.
+func TestDocListsCommands(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := f.Doc.Text()
+	for name := range commands {
+		if !strings.Contains(doc, "\t"+name+" ") && !strings.Contains(doc, "\t"+name+"\t") {
+			t.Errorf("the package doc does not list %s:\n%s", name, doc)
+		}
+	}
+	if strings.Contains(doc, "later") {
+		t.Errorf("the package doc promises something for later:\n%s", doc)
 	}
 }

@@ -17,10 +17,11 @@ const pruneFIFOGrace = 2 * time.Second
 
 func init() {
 	register(command{
-		name:    "prune",
-		usage:   "[--scope S | --all] [--key-prefix P] [--dry-run] [--older-than DURATION]",
-		summary: "remove this user's abandoned files: dead producers' rings, orphan locks, idle FIFOs",
-		run:     runPrune,
+		name:     "prune",
+		usage:    "[--scope S | --all] [--key-prefix P] [--dry-run] [--older-than DURATION]",
+		summary:  "remove this user's abandoned files: dead producers' rings, orphan locks, idle FIFOs",
+		examples: []string{"omnishm prune --all --dry-run"},
+		run:      runPrune,
 	})
 }
 

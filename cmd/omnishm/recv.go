@@ -22,8 +22,9 @@ func init() {
 		usage: "--from F --to T --key K [--descriptor JSON] [--timeout DURATION] [--scope S] [--ring-bytes N]\n" +
 			"       --transport nats [--url URL] --from F --to T --key K [--descriptor JSON] [--timeout DURATION]\n" +
 			"       --config FILE [--connector NAME] --from F --to T --key K [--descriptor JSON] [--timeout DURATION]",
-		summary: "receive a payload as stage T and print its JSON form on one line (exit 1 on timeout)",
-		run:     runRecv,
+		summary:  "receive a payload as stage T and print its JSON form on one line (exit 1 on timeout)",
+		examples: []string{"omnishm recv --scope demo --from 0 --to 1 --key req-1_0_0 --timeout 10s   # in a second shell"},
+		run:      runRecv,
 	})
 }
 
@@ -52,7 +53,7 @@ func runRecv(ctx context.Context, args []string, inv *invocation) int {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	conn, err := e.open(*e.to)
+	conn, err := e.open(inv, *e.to)
 	if err != nil {
 		return inv.fail(err)
 	}
@@ -65,7 +66,11 @@ func runRecv(ctx context.Context, args []string, inv *invocation) int {
 		fmt.Fprintln(inv.err, "omnishm recv: interrupted")
 		return exitInterrupted
 	case errors.Is(err, context.DeadlineExceeded):
-		return inv.fail(fmt.Errorf("nothing received for key %q on edge %s->%s within %v", *e.key, *e.from, *e.to, *timeout))
+		msg := fmt.Sprintf("nothing received for key %q on edge %s->%s within %v", *e.key, *e.from, *e.to, *timeout)
+		if te, ok := errors.AsType[*connector.RecvTimeoutError](err); ok {
+			msg += fmt.Sprintf(" (%s); saw %s", te.Where(), te.Saw())
+		}
+		return inv.fail(errors.New(msg))
 	case err != nil:
 		return inv.fail(err)
 	}

@@ -18,6 +18,10 @@ import (
 	"omnishm/ring"
 )
 
+// scopeEnv is read by send and recv for the wakeup scope when --scope is
+// not given.
+const scopeEnv = "OMNISHM_SCOPE"
+
 // exitUnclaimed is send's status when no receiver claimed the payload in time.
 const exitUnclaimed = 3
 
@@ -30,8 +34,9 @@ func init() {
 		usage: "--from F --to T --key K [--scope S] [--ring-bytes N] [--wait DURATION] [FILE|-]\n" +
 			"       --transport nats [--url URL] --from F --to T --key K [--wait DURATION] [FILE|-]\n" +
 			"       --config FILE [--connector NAME] --from F --to T --key K [--wait DURATION] [FILE|-]",
-		summary: "publish a payload (JSON form), print its descriptor, stay until it is claimed (exit 0)",
-		run:     runSend,
+		summary:  "publish a payload (JSON form), print its descriptor, stay until it is claimed (exit 0)",
+		examples: []string{`echo '{"n": 1}' | omnishm send --scope demo --from 0 --to 1 --key req-1_0_0 -   # waits for recv's claim`},
+		run:      runSend,
 	})
 }
 
@@ -41,12 +46,14 @@ type edgeFlags struct {
 	ringBytes            *int
 	transport            transportFlags
 	chosen               config.Connector // check's: what open opens
+	noScope              bool             // check's: no scope was chosen, names are keyed by the parent pid
 }
 
 func declareEdgeFlags(inv *invocation, ringHelp string) (*flag.FlagSet, *edgeFlags) {
 	fs := inv.flags()
 	e := &edgeFlags{
-		scope:     fs.String("scope", "", "wakeup scope shared by both ends (default: none, names keyed by the parent pid) (shm only)"),
+		scope: fs.String("scope", "", "wakeup scope shared by both ends (default: $"+scopeEnv+", else the configuration's, else none:\n"+
+			"names keyed by the parent pid, which two shells do not share) (shm only)"),
 		from:      fs.String("from", "", "producer stage id (required)"),
 		to:        fs.String("to", "", "receiver stage id (required)"),
 		key:       fs.String("key", "", "publication key (required)"),
@@ -77,8 +84,14 @@ func (e *edgeFlags) check(inv *invocation, fs *flag.FlagSet) (int, bool) {
 			return inv.usageError("--%s is for --transport %s", f, transportSHM), false
 		}
 	}
-	if set["scope"] {
+	switch env := os.Getenv(scopeEnv); {
+	case c.Name != config.SharedMemoryConnector:
+	case set["scope"]:
 		c.Extra.WakeupScope = *e.scope
+	case env != "":
+		c.Extra.WakeupScope = env
+	case c.Extra.WakeupScope == "":
+		e.noScope = true
 	}
 	if set["ring-bytes"] {
 		c.Extra.HostRingBytes = *e.ringBytes // 0: per-key only
@@ -87,8 +100,15 @@ func (e *edgeFlags) check(inv *invocation, fs *flag.FlagSet) (int, bool) {
 	return exitOK, true
 }
 
-// open opens a connector for stage, configured from the flags.
-func (e *edgeFlags) open(stage string) (connector.Receiver, error) {
+// open opens a connector for stage, configured from the flags. Without a
+// scope it warns first: the names of no scope are keyed by the parent pid
+// (SPEC §2), so two shells never meet there, and nothing else would say so.
+func (e *edgeFlags) open(inv *invocation, stage string) (connector.Receiver, error) {
+	if e.noScope {
+		fmt.Fprintf(inv.err, "omnishm %s: no --scope, %s or wakeup_scope: names are keyed by the parent pid %d, "+
+			"so only processes of that parent meet here; give both ends --scope NAME (or export %s=NAME)\n",
+			inv.cmd.name, scopeEnv, os.Getppid(), scopeEnv)
+	}
 	return openEndpoint(e.chosen, stage)
 }
 
@@ -119,7 +139,7 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// The sender receives nothing: no stage id, so no wakeup FIFO of its own.
-	conn, err := e.open("")
+	conn, err := e.open(inv, "")
 	if err != nil {
 		return inv.fail(err)
 	}

@@ -3,11 +3,14 @@
 package main
 
 import (
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"omnishm/internal/shmtest"
+	"omnishm/scope"
 )
 
 // roundTripCases are payloads made by the Python reference (testdata
@@ -84,10 +87,58 @@ func TestSendInterruptRetires(t *testing.T) {
 	r.wantFailure(t, exitFail, "nothing received")
 }
 
+// A timeout names the scope and what recv saw on the edge.
 func TestRecvTimeout(t *testing.T) {
 	s := opsScope(t)
 	r := omnishm(t, nil, "recv", "--scope", s, "--from", "0", "--to", "1", "--key", shmtest.Key("never"), "--timeout", "100ms")
-	r.wantFailure(t, exitFail, "within 100ms")
+	r.wantFailure(t, exitFail, `within 100ms (scope "`+s+`"); saw no producer ring on the edge`)
+}
+
+// Without --scope, send and recv take OMNISHM_SCOPE, and say nothing:
+// each meets a peer that names the scope with --scope.
+func TestScopeFromEnvironment(t *testing.T) {
+	s := opsScope(t)
+	t.Setenv(scopeEnv, s)
+	for i, envOn := range []string{"send", "recv"} {
+		key := shmtest.Key("env")
+		sendArgs := []string{"send", "--from", "0", "--to", "1", "--key", key}
+		recvArgs := []string{"recv", "--from", "0", "--to", "1", "--key", key, "--timeout", "20s"}
+		if envOn == "send" {
+			recvArgs = append(recvArgs, "--scope", s)
+		} else {
+			sendArgs = append(sendArgs, "--scope", s)
+		}
+		send := startCLI(t, []byte(`{"n": `+strconv.Itoa(i)+`}`), sendArgs...)
+		send.line(t)
+		omnishm(t, nil, recvArgs...).wantSuccess(t)
+		if code := send.wait(t); code != 0 || send.errText() != "" {
+			t.Errorf("scope from the environment of %s: send exited %d, stderr %q", envOn, code, send.errText())
+		}
+	}
+}
+
+// Without any scope, recv warns that its names are keyed by the parent pid
+// and says how to share one; its timeout says the same.
+func TestNoScopeWarns(t *testing.T) {
+	t.Setenv(scopeEnv, "")
+	n := scope.ForUID(os.Getuid(), "", os.Getpid()) // the children's parent is this process
+	t.Cleanup(func() {
+		os.Remove(n.WakeDir)
+		os.Remove(n.RingDir())
+	})
+	r := omnishm(t, nil, "recv", "--from", "0", "--to", "1", "--key", shmtest.Key("noscope"), "--timeout", "50ms")
+	lines := strings.Split(strings.TrimSpace(string(r.stderr)), "\n")
+	if r.code != exitFail || len(lines) != 2 {
+		t.Fatalf("exit %d, stderr %q: want a warning and the timeout", r.code, r.stderr)
+	}
+	for _, w := range []string{"no --scope, OMNISHM_SCOPE or wakeup_scope", "parent pid " + strconv.Itoa(os.Getpid()), "--scope NAME", "export OMNISHM_SCOPE=NAME"} {
+		if !strings.Contains(lines[0], w) {
+			t.Errorf("warning %q lacks %q", lines[0], w)
+		}
+	}
+	if w := "(no scope (names keyed by the parent pid " + strconv.Itoa(os.Getpid()); !strings.Contains(lines[1], w) {
+		t.Errorf("timeout %q lacks %q", lines[1], w)
+	}
 }
 
 func TestOpsUsageErrors(t *testing.T) {
