@@ -338,14 +338,9 @@ func (c *SHM) getMessage(from, to, key string, desc *Descriptor, a frame.Allocat
 	return m, ok, nil
 }
 
-// getSegment is the per-key part of Get (SPEC §6), counted in Health. A
-// file at the key's name that is not this user's segment is a miss
-// (logged once).
-func (c *SHM) getSegment(from, to, key string) (Message, bool, error) {
-	return c.getSegmentInto(from, to, key, nil)
-}
-
-// getSegmentInto is getSegment reading into a's memory unless a is nil.
+// getSegmentInto is the per-key part of Get (SPEC §6), counted in Health,
+// reading into a's memory unless a is nil. A file at the key's name that
+// is not this user's segment is a miss (logged once).
 func (c *SHM) getSegmentInto(from, to, key string, a frame.Allocator) (Message, bool, error) {
 	var data []byte
 	var ok bool
@@ -496,12 +491,8 @@ func (c *SHM) spin(from, key string, decode func(ring.Kind, []byte) (any, error)
 	return Message{}, false, nil
 }
 
-// getRing is the ring part of Get, counted in Health.
-func (c *SHM) getRing(from, to, key string, rd *descriptor.RingHandle) (Message, bool, error) {
-	return c.getRingWith(from, to, key, rd, decodeRing)
-}
-
-// getRingWith is getRing decoding with decode.
+// getRingWith is the ring part of Get, counted in Health, decoding with
+// decode (decodeRing, or into supplied memory).
 func (c *SHM) getRingWith(from, to, key string, rd *descriptor.RingHandle, decode func(ring.Kind, []byte) (any, error)) (Message, bool, error) {
 	got, ok, err := c.ring.Receive(from, to, key, rd, decode)
 	if err != nil {
