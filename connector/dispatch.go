@@ -392,7 +392,10 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 	case busy && (all || d.busyAt.IsZero()):
 		d.busyEvery = min(max(busyRetry, d.busyEvery*2), d.interval)
 		d.busyAt = now.Add(d.busyEvery)
-	case !busy:
+	case !busy && all:
+		// Only a sweep of every waited key ends the retry: one that looked
+		// only at new frames (a wakeup's) does not see the indexed frame a
+		// busy sweep failed to offer a new waiter.
 		d.busyAt, d.busyEvery = time.Time{}, 0
 	}
 	next := d.fullAt
