@@ -634,3 +634,49 @@ func TestFailedWritePublishesNothing(t *testing.T) {
 		}
 	}
 }
+
+// Large payloads are copied in outside the ring lock (putLarge): they wrap
+// with padding and keep their values, and a failed write publishes nothing
+// and leaves head where it was.
+func TestLargeFramesCopiedOutsideTheLock(t *testing.T) {
+	const capacity = 4 << 20
+	_, p, r := pair(t, capacity)
+	payload := func(i, n int) []byte {
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte(i + j/4096)
+		}
+		return b
+	}
+	var last uint64
+	for i := range 40 {
+		key := fmt.Sprintf("large%d", i)
+		want := payload(i, copyOutsideLock+i*4096)
+		d := mustPut(t, p, "0", "1", key, want)
+		if i > 0 && d.Position <= last {
+			t.Fatalf("position %d after %d", d.Position, last)
+		}
+		last = d.Position
+		var desc *descriptor.RingHandle
+		if i%2 == 0 {
+			desc = &d
+		}
+		if got := mustGet(t, r, "0", "1", key, desc); !bytes.Equal(got, want) {
+			t.Fatalf("%s: wrong value", key)
+		}
+	}
+	if last < 2*capacity {
+		t.Fatalf("no wraparound: last position %d", last)
+	}
+	boom := errors.New("boom")
+	old := mustPut(t, p, "0", "1", "k", []byte("old"))
+	if _, ok, err := p.Put("0", "1", "k", KindBytes, copyOutsideLock, func(dst []byte) error { clear(dst); return boom }); ok || !errors.Is(err, boom) {
+		t.Fatalf("failed write: ok=%v err=%v", ok, err)
+	}
+	if got := mustGet(t, r, "0", "1", "k", &old); string(got) != "old" {
+		t.Fatalf("got %q", got)
+	}
+	if next := mustPut(t, p, "0", "1", "next", []byte("x")); next.Position != old.Position+32 {
+		t.Fatalf("next frame at %d, want %d: the failed put moved head", next.Position, old.Position+32)
+	}
+}
