@@ -347,8 +347,7 @@ func patterned(t testing.TB, dt tensor.DType, n int, seed byte) *tensor.Tensor {
 }
 
 // copyPathRing is the ring of the copy-path tests: a quarter of 4 MiB
-// holds frames past SPEC §4's 64 KiB rule and large enough to be copied in
-// outside the ring lock (ring.Put's large path).
+// holds frames past SPEC §4's 64 KiB rule, up to 1 MiB.
 const copyPathRing = 4 << 20
 
 // quarterLimit is the largest payload a frame under key may carry in a
