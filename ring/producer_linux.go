@@ -51,17 +51,8 @@ func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(ds
 	if p.closed {
 		return d, false, ErrClosed
 	}
-	if size >= copyOutsideLock {
-		return p.putLarge(&t.stats, key, kind, total, size, write)
-	}
 	return p.put(&t.stats, key, kind, total, size, write)
 }
-
-// copyOutsideLock is the payload size from which Put copies the payload
-// into the ring outside the ring lock (putLarge): there the copy costs far
-// more than the second lock, and holding the lock through it would stop
-// receivers copying earlier frames out meanwhile.
-const copyOutsideLock = 256 << 10
 
 // put is Put under p.mu: it places and publishes one frame under the ring
 // lock. (Its own function, so that each has few enough returns for its
@@ -104,61 +95,6 @@ func (p *producer) put(c *counters, key string, kind Kind, total uint64, size in
 	p.ix.add(key, head)
 	p.ix.cursor = head + total
 	return descriptor.RingHandle{Name: p.name, Position: head, Size: size}, true, nil
-}
-
-// putLarge is put for a large payload, copied into the ring outside the
-// ring lock, which it takes twice: to reclaim and place the frame, then to
-// write its padding and header, retire the key's earlier frame and publish
-// head. Until head moves, nothing of the frame is visible (receivers read
-// only up to head, SPEC §3), and only this producer, under p.mu, moves
-// head or reclaims, so the place stays free; meanwhile receivers go on
-// copying earlier frames out, and a stream's copies in and out overlap.
-// p.mu is held.
-func (p *producer) putLarge(c *counters, key string, kind Kind, total uint64, size int, write func(dst []byte) error) (d descriptor.RingHandle, ok bool, err error) {
-	head, padding, ok, err := p.reserve(c, total)
-	if !ok || err != nil {
-		return d, false, err
-	}
-	data, at := p.m.data, head+padding
-	start := at%p.m.capacity + frameHeaderSize
-	copy(data[start:], key)
-	start += uint64(len(key))
-	// A failed write leaves the ring as it was: nothing was published.
-	if err := write(data[start : start+uint64(size) : start+uint64(size)]); err != nil {
-		return d, false, err
-	}
-	if err := c.flock(p.m.fd, unix.LOCK_EX); err != nil {
-		return d, false, fmt.Errorf("ring: lock %s: %w", p.name, err)
-	}
-	defer c.flock(p.m.fd, unix.LOCK_UN)
-	if padding > 0 {
-		writeFrame(data, head, frame{total: uint32(padding), kind: kindPadding, state: stateDone})
-	}
-	writeFrame(data, at, frame{total: uint32(total), payloadLen: uint32(size), kind: kind, keyLen: uint16(len(key))})
-	if pos, ok := p.ix.byKey[key]; ok {
-		p.markDone(pos)
-	}
-	p.m.setHead(at + total)
-	p.ix.add(key, at)
-	p.ix.cursor = at + total
-	return descriptor.RingHandle{Name: p.name, Position: at, Size: size}, true, nil
-}
-
-// reserve reclaims and places a frame of total bytes under the ring lock:
-// its position is head + padding; ok=false if the ring is full. p.mu is
-// held.
-func (p *producer) reserve(c *counters, total uint64) (head, padding uint64, ok bool, err error) {
-	if err := c.flock(p.m.fd, unix.LOCK_EX); err != nil {
-		return 0, 0, false, fmt.Errorf("ring: lock %s: %w", p.name, err)
-	}
-	defer c.flock(p.m.fd, unix.LOCK_UN)
-	head = p.m.head()
-	tail, err := p.reclaim()
-	if err != nil {
-		return 0, 0, false, err
-	}
-	padding, ok = place(p.m.capacity, head, tail, total)
-	return head, padding, ok, nil
 }
 
 // reclaim advances tail over done and padding frames; p.mu and the ring
