@@ -18,80 +18,13 @@ package bench
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 )
-
-// ErrBadSize is returned by ParseSize and ParseSizes for text that is not a
-// payload size.
-var ErrBadSize = errors.New("bench: bad size")
-
-// units are the size suffixes ParseSize accepts, case-insensitively:
-// binary (KiB = 1024) and decimal (KB = 1000), plus B for bytes.
-var units = []struct {
-	suffix string
-	factor int64
-}{
-	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30},
-	{"kb", 1000}, {"mb", 1000 * 1000}, {"gb", 1000 * 1000 * 1000},
-	{"b", 1},
-}
-
-// maxSize bounds a benchmark payload: the largest per-key segment anyone
-// should time on a laptop, and far from int overflow.
-const maxSize = 4 << 30
-
-// ParseSize reads a byte count: 512, 4KiB, 64KiB, 1MiB, 1GiB (binary),
-// 4KB, 1MB (decimal), 100B. The result is positive and at most 4 GiB.
-func ParseSize(s string) (int, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	factor := int64(1)
-	for _, u := range units {
-		if num, ok := strings.CutSuffix(t, u.suffix); ok {
-			t, factor = strings.TrimSpace(num), u.factor
-			break
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n <= 0 || n > maxSize/factor {
-		return 0, fmt.Errorf("%w: %q (want e.g. 512, 4KiB, 1MiB, 1MB)", ErrBadSize, s)
-	}
-	return int(n * factor), nil
-}
-
-// ParseSizes reads a comma-separated list of sizes, in the given order.
-func ParseSizes(s string) ([]int, error) {
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		n, err := ParseSize(part)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-// FormatSize prints a byte count the way ParseSize reads it back, with a
-// binary unit when it divides exactly: 512, 4KiB, 1MiB, 1000.
-func FormatSize(n int) string {
-	for _, u := range []struct {
-		suffix string
-		factor int
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.factor && n%u.factor == 0 {
-			return strconv.Itoa(n/u.factor) + u.suffix
-		}
-	}
-	return strconv.Itoa(n)
-}
 
 // Result is one (transport, size) line of a report. JSON field names are
 // the interface scripts read; fields after VsUDS are omitted where they do
@@ -146,14 +79,18 @@ type FanoutResult struct {
 	Threads int `json:"threads"`
 	// CPUPerMsgUs is the CPU spent from the end of the idle window until
 	// the last waiter had its message, divided by Waiters. Each delivery
-	// includes the receiver's one-line acknowledgement to this process,
-	// which paces the puts: AckUs is the CPU one of those takes, timed
-	// over a hundred more once no waiter is left.
+	// is one round trip of the harness: the receiver, idle, is woken (by
+	// the put), and answers one line to this process, which paces the
+	// puts. HarnessUs is what such a round trip costs the receiver without
+	// a delivery: woken from idle by a line from this process, it answers
+	// one; timed over a hundred once no waiter is left.
 	CPUPerMsgUs float64 `json:"cpu_per_msg_us"`
-	AckUs       float64 `json:"ack_us"`
+	HarnessUs   float64 `json:"harness_us"`
 	// FlockPairs is CPUPerMsgUs in uncontended flock pairs (LOCK_EX +
-	// LOCK_UN, half of Report.Flock's p50).
-	FlockPairs *float64 `json:"flock_pairs"`
+	// LOCK_UN, half of Report.Flock's p50); NetFlockPairs is CPUPerMsgUs
+	// less HarnessUs in them: what the delivery itself costs.
+	FlockPairs    *float64 `json:"flock_pairs"`
+	NetFlockPairs *float64 `json:"net_flock_pairs"`
 }
 
 // Report is the whole --json output. Results is empty in fanout mode;
@@ -286,10 +223,11 @@ func (r Report) resultTable(tw io.Writer) {
 }
 
 func (r Report) fanoutTable(tw io.Writer) {
-	fmt.Fprintln(tw, "transport\twait in\twaiters\tsize\tidle s\tidle CPU %\tthreads\tCPU µs/msg\tflock pairs/msg\tof which ack µs\t")
+	fmt.Fprintln(tw, "transport\twait in\twaiters\tsize\tidle s\tidle CPU %\tthreads\tCPU µs/msg\tflock pairs/msg\tharness µs\tnet flock pairs\t")
 	for _, x := range r.Fanout {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.2f\t%.1f\t%d\t%.1f\t%s%.1f\t\n", x.Transport, x.WaitIn, x.Waiters, FormatSize(x.Size),
-			x.IdleS, x.IdleCPUPct, x.Threads, x.CPUPerMsgUs, optional(x.FlockPairs != nil, "%.0f", deref(x.FlockPairs)), x.AckUs)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.2f\t%.1f\t%d\t%.1f\t%s%.1f\t%s\n", x.Transport, x.WaitIn, x.Waiters, FormatSize(x.Size),
+			x.IdleS, x.IdleCPUPct, x.Threads, x.CPUPerMsgUs, optional(x.FlockPairs != nil, "%.0f", deref(x.FlockPairs)), x.HarnessUs,
+			optional(x.NetFlockPairs != nil, "%.0f", deref(x.NetFlockPairs)))
 	}
 }
 

@@ -131,11 +131,11 @@ func TestReportModes(t *testing.T) {
 		t.Fatalf("stream rates %+v", r)
 	}
 	fanout := Report{Mode: "fanout", Flock: &flock, Fanout: []FanoutResult{
-		{Transport: "ring", WaitIn: WaitRecv, Waiters: 3, Size: 512, IdleS: 2, IdleCPUPct: 9.5, Threads: 7, CPUPerMsgUs: 250},
+		{Transport: "ring", WaitIn: WaitRecv, Waiters: 3, Size: 512, IdleS: 2, IdleCPUPct: 9.5, Threads: 7, CPUPerMsgUs: 250, HarnessUs: 50},
 	}}
 	fanoutInFlockPairs(&fanout)
-	if *fanout.Fanout[0].FlockPairs != 250 {
-		t.Fatalf("flock pairs %v", *fanout.Fanout[0].FlockPairs)
+	if x := fanout.Fanout[0]; *x.FlockPairs != 250 || *x.NetFlockPairs != 200 {
+		t.Fatalf("flock pairs %v, net %v", *x.FlockPairs, *x.NetFlockPairs)
 	}
 	for _, tc := range []struct {
 		report     Report
@@ -172,7 +172,7 @@ func TestReportModes(t *testing.T) {
 			t.Errorf("%s flock keys %v", tc.report.Mode, jsonKeys(f))
 		}
 		if fo, ok := back["fanout"].([]any); ok {
-			want := []string{"ack_us", "cpu_per_msg_us", "flock_pairs", "idle_cpu_pct", "idle_s", "size", "threads", "transport", "wait_in", "waiters"}
+			want := []string{"cpu_per_msg_us", "flock_pairs", "harness_us", "idle_cpu_pct", "idle_s", "net_flock_pairs", "size", "threads", "transport", "wait_in", "waiters"}
 			if keys := jsonKeys(fo[0].(map[string]any)); !slices.Equal(keys, want) {
 				t.Errorf("fanout keys %v, want %v", keys, want)
 			}

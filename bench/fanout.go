@@ -8,12 +8,14 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"omnishm/connector"
 	"omnishm/internal/hostclock"
+	"omnishm/internal/reexec"
 	"omnishm/stream"
 )
 
@@ -21,12 +23,16 @@ import (
 // settle, measures a quiet idle window and says "cpu-ns wall-ns threads";
 // then this process puts the waiters' messages one by one, each after the
 // receiver said which waiter had the previous one ("i"); after the last
-// the receiver says the CPU it spent since the idle window, then writes
-// ackProbes more acknowledgements ("-1") with no waiter left to disturb
-// them and says what one cost ("cpu-ns ack-cpu-ns").
+// the receiver notes the CPU it spent since the idle window. Then, with
+// no waiter left, the harness alone: ackProbes times this process sends a
+// line ("probe") and waits for the answer ("-1"), as it waits for each
+// delivery's; the receiver, idle in between as between deliveries, says
+// what the deliveries and what one probe cost ("cpu-ns probe-cpu-ns").
 
-// ackProbes is how many acknowledgements a fanout's receiver times.
+// ackProbes is how many round trips of the harness a fanout times.
 const ackProbes = 100
+
+const fanoutProbe = "probe"
 
 // fanoutRequest is the request id of waiter i of a reader fanout.
 func fanoutRequest(prefix string, run, i int) string {
@@ -77,6 +83,9 @@ func timeFanout(r *runner, c *cell) error {
 		r.step(c)
 	}
 	for range ackProbes {
+		if err := r.peer.child.Send(fanoutProbe); err != nil {
+			return fmt.Errorf("receiver: %w", err)
+		}
 		if _, err := r.peer.numbersWithin(r.ctx, recvTimeout, 1); err != nil {
 			return err
 		}
@@ -93,7 +102,7 @@ func timeFanout(r *runner, c *cell) error {
 	res := FanoutResult{WaitIn: c.waitIn, Waiters: n, Size: c.payload.Size,
 		IdleS: time.Duration(idle[1]).Seconds(), Threads: int(idle[2]),
 		CPUPerMsgUs: float64(delivery[0]) / float64(time.Microsecond) / float64(n),
-		AckUs:       float64(delivery[1]) / float64(time.Microsecond)}
+		HarnessUs:   float64(delivery[1]) / float64(time.Microsecond)}
 	if idle[1] > 0 {
 		res.IdleCPUPct = 100 * float64(idle[0]) / float64(idle[1])
 	}
@@ -105,13 +114,10 @@ func timeFanout(r *runner, c *cell) error {
 	return nil
 }
 
-// delivered is what a waiter tells serveFanout.
-type delivered struct {
-	waiter int
-	err    error
-}
-
-// serveFanout is the receiver's side of a fanout cell.
+// serveFanout is the receiver's side of a fanout cell. Each waiter says
+// its own "i" the moment its message arrives, as a probe's answer is said
+// by the goroutine that read the probe: a delivery costs no hop to another
+// goroutine that the harness's own round trip does not make.
 func serveFanout(ctx context.Context, conn connector.Receiver, req request) error {
 	n := req.Messages
 	// Today's Recv holds an OS thread per waiter; Go stops at 10000.
@@ -122,13 +128,29 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 	defer exited.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // before exited.Wait: the waiters still blocked return
-	got := make(chan delivered, n)
+	var (
+		left     atomic.Int64
+		failOnce sync.Once
+		failErr  error
+	)
+	left.Store(int64(n))
+	all, failed := make(chan struct{}), make(chan struct{})
 	waiting.Add(n)
 	for i := range n {
 		exited.Add(1)
 		go func() {
 			defer exited.Done()
-			got <- delivered{i, wait(ctx, conn, req, i, &waiting)}
+			err := wait(ctx, conn, req, i, &waiting)
+			if err == nil {
+				err = say(int64(i))
+			}
+			if err != nil {
+				failOnce.Do(func() { failErr = fmt.Errorf("fanout waiter %d: %w", i, err); close(failed) })
+				return
+			}
+			if left.Add(-1) == 0 {
+				close(all)
+			}
 		}()
 	}
 	waiting.Wait()
@@ -145,22 +167,19 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 	if err := say(int64(cpu1-cpu0), int64(wall1-wall0), int64(osThreads())); err != nil {
 		return err
 	}
-	for range n {
-		var d delivered
-		select {
-		case d = <-got:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if d.err != nil {
-			return fmt.Errorf("fanout waiter %d: %w", d.waiter, d.err)
-		}
-		if err := say(int64(d.waiter)); err != nil {
-			return err
-		}
+	select {
+	case <-all:
+	case <-failed:
+		return failErr
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	cpu2 := cpuTime()
 	for range ackProbes {
+		line, err := reexec.ReadLine()
+		if err != nil || line != fanoutProbe {
+			return fmt.Errorf("fanout: expected %q, read %q (%v)", fanoutProbe, line, err)
+		}
 		if err := say(-1); err != nil {
 			return err
 		}

@@ -100,13 +100,15 @@ func compareRates(results []Result, uds string) {
 }
 
 // fanoutInFlockPairs expresses every fanout's CPU per message in flock
-// pairs, half the floor's two.
+// pairs, half the floor's two, with and without the harness's round trip.
 func fanoutInFlockPairs(r *Report) {
 	if r.Flock == nil {
 		return
 	}
 	for i := range r.Fanout {
-		r.Fanout[i].FlockPairs = quotient(r.Fanout[i].CPUPerMsgUs, r.Flock.P50Us/2)
+		x := &r.Fanout[i]
+		x.FlockPairs = quotient(x.CPUPerMsgUs, r.Flock.P50Us/2)
+		x.NetFlockPairs = quotient(x.CPUPerMsgUs-x.HarnessUs, r.Flock.P50Us/2)
 	}
 }
 

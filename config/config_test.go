@@ -2,46 +2,42 @@ package config
 
 import (
 	"errors"
-	"omnishm/ring"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"omnishm/ring"
 )
 
-const specExample = `
-connectors:
-  shm:
-    name: SharedMemoryConnector
-    extra:
-      host_ring_bytes: 4194304
-      wakeup_scope: my-deployment
-      stage_id: 1
-`
+// specText is SPEC §9's configuration exactly: no stage_id, so no stage;
+// specExample adds one.
+const (
+	specText    = "connectors:\n  shm:\n    name: SharedMemoryConnector\n    extra:\n      host_ring_bytes: 4194304\n      wakeup_scope: my-deployment\n"
+	specExample = specText + "      stage_id: 1\n"
+)
 
 func TestSpecExample(t *testing.T) {
-	cfg, err := Parse([]byte(specExample))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := Connector{Name: SharedMemoryConnector, Extra: Extra{HostRingBytes: 4194304, WakeupScope: "my-deployment", StageID: 1}}
-	if len(cfg.Connectors) != 1 || cfg.Connectors["shm"] != want {
-		t.Fatalf("parsed %+v", cfg.Connectors)
-	}
-	if err := want.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	// SPEC §9's text exactly: no stage_id, so no stage.
-	spec := "connectors:\n  shm:\n    name: SharedMemoryConnector\n    extra:\n      host_ring_bytes: 4194304\n      wakeup_scope: my-deployment\n"
-	cfg, err = Parse([]byte(spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want.Extra.StageID = NoStage
-	if len(cfg.Connectors) != 1 || cfg.Connectors["shm"] != want {
-		t.Fatalf("SPEC §9 example parsed as %+v", cfg.Connectors)
+	for _, c := range []struct {
+		yaml  string
+		stage int
+	}{
+		{specText, NoStage},
+		{specExample, 1},
+	} {
+		cfg, err := Parse([]byte(c.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Connector{Name: SharedMemoryConnector, Extra: Extra{HostRingBytes: 4194304, WakeupScope: "my-deployment", StageID: c.stage}}
+		if len(cfg.Connectors) != 1 || cfg.Connectors["shm"] != want {
+			t.Fatalf("%q parsed as %+v", c.yaml, cfg.Connectors)
+		}
+		if err := want.Validate(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -82,23 +78,26 @@ func TestRejected(t *testing.T) {
 	conn := func(body string) string {
 		return "connectors:\n  shm:\n    name: SharedMemoryConnector\n" + body
 	}
-	extra := func(field string) string { return conn("    extra:\n      " + field + "\n") }
+	// inExtra rejects field: value in the extra mapping, naming the field.
+	inExtra := func(name, field, value, says string) rejected {
+		return rejected{name, conn("    extra:\n      " + field + ": " + value + "\n"), "connectors.shm.extra." + field, says, 0}
+	}
 	checkRejected(t, []rejected{
-		{"ring too small", extra("host_ring_bytes: 100"), "connectors.shm.extra.host_ring_bytes", "100 is outside 0 or 4096..67108864", 0},
-		{"ring too big", extra("host_ring_bytes: 67108865"), "connectors.shm.extra.host_ring_bytes", "outside", 0},
-		{"ring negative", extra("host_ring_bytes: -4096"), "connectors.shm.extra.host_ring_bytes", "outside", 0},
-		{"ring huge", extra("host_ring_bytes: 99999999999999999999"), "connectors.shm.extra.host_ring_bytes", "", 0},
-		{"ring string", extra(`host_ring_bytes: "4096"`), "connectors.shm.extra.host_ring_bytes", "must be an integer", 0},
-		{"ring float", extra("host_ring_bytes: 4096.0"), "connectors.shm.extra.host_ring_bytes", "must be an integer", 0},
-		{"ring bool", extra("host_ring_bytes: true"), "connectors.shm.extra.host_ring_bytes", "must be an integer", 0},
-		{"stage negative", extra("stage_id: -1"), "connectors.shm.extra.stage_id", "negative", 0},
-		{"stage string", extra("stage_id: one"), "connectors.shm.extra.stage_id", "must be an integer", 0},
-		{"stage list", extra("stage_id: [1]"), "connectors.shm.extra.stage_id", "got a list", 0},
-		{"scope number", extra("wakeup_scope: 42"), "connectors.shm.extra.wakeup_scope", "quote it", 0},
-		{"scope empty", extra(`wakeup_scope: ""`), "connectors.shm.extra.wakeup_scope", "empty", 0},
-		{"scope mapping", extra("wakeup_scope: {a: 1}"), "connectors.shm.extra.wakeup_scope", "got a mapping", 0},
-		{"unknown extra", extra("host_ring: 4096"), "connectors.shm.extra.host_ring", "unknown field", 0},
-		{"repeated extra", extra("stage_id: 1\n      stage_id: 2"), "connectors.shm.extra.stage_id", "repeated", 0},
+		inExtra("ring too small", "host_ring_bytes", "100", "100 is outside 0 or 4096..67108864"),
+		inExtra("ring too big", "host_ring_bytes", "67108865", "outside"),
+		inExtra("ring negative", "host_ring_bytes", "-4096", "outside"),
+		inExtra("ring huge", "host_ring_bytes", "99999999999999999999", ""),
+		inExtra("ring string", "host_ring_bytes", `"4096"`, "must be an integer"),
+		inExtra("ring float", "host_ring_bytes", "4096.0", "must be an integer"),
+		inExtra("ring bool", "host_ring_bytes", "true", "must be an integer"),
+		inExtra("stage negative", "stage_id", "-1", "negative"),
+		inExtra("stage string", "stage_id", "one", "must be an integer"),
+		inExtra("stage list", "stage_id", "[1]", "got a list"),
+		inExtra("scope number", "wakeup_scope", "42", "quote it"),
+		inExtra("scope empty", "wakeup_scope", `""`, "empty"),
+		inExtra("scope mapping", "wakeup_scope", "{a: 1}", "got a mapping"),
+		inExtra("unknown extra", "host_ring", "4096", "unknown field"),
+		inExtra("repeated extra", "stage_id", "1\n      stage_id: 2", "repeated"),
 		{"extra list", conn("    extra: [1]\n"), "connectors.shm.extra", "must be a mapping", 0},
 		{"unknown connector field", conn("    kind: x\n"), "connectors.shm.kind", "unknown field", 0},
 		{"unknown name", "connectors:\n  m:\n    name: MooncakeConnector\n", "connectors.m.name", `unknown connector "MooncakeConnector"`, 0},
@@ -192,7 +191,7 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Replace(specExample, "4194304", "100", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(path); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "line 6") {
+	if _, err := Load(path); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "line 5") {
 		t.Fatalf("bad file: %v", err)
 	}
 	if _, err := Load(path + ".missing"); err == nil || errors.Is(err, ErrInvalid) {

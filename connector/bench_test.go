@@ -3,6 +3,10 @@
 package connector_test
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -17,6 +21,7 @@ import (
 	"omnishm/ring"
 	"omnishm/scope"
 	"omnishm/tensor"
+	"omnishm/wake"
 )
 
 // BenchmarkPutGetPair is the transport's CPU cost: one put and one get of
@@ -96,14 +101,13 @@ func BenchmarkPairFlockRatio(b *testing.B) {
 	}
 	defer unix.Unlink(path)
 	defer unix.Close(fd)
-	keys := make([]string, 4096)
-	for i := range keys {
-		keys[i] = shmtest.Key("pair" + strconv.Itoa(i))
-	}
+	// A key per pair, as the bench's: a put of a key the connector
+	// published before also asks whether that one was claimed.
+	prefix := shmtest.Key("pair")
 	var pairs, floors []time.Duration
 	i := 0
 	for b.Loop() {
-		k := keys[i%len(keys)]
+		k := prefix + strconv.Itoa(i)
 		i++
 		t0 := time.Now()
 		if _, _, err := c.Put("0", "1", k, payload); err != nil {
@@ -126,6 +130,174 @@ func BenchmarkPairFlockRatio(b *testing.B) {
 	b.ReportMetric(float64(p.Nanoseconds()), "pair-p50-ns")
 	b.ReportMetric(float64(f.Nanoseconds()), "flock-p50-ns")
 	b.ReportMetric(float64(p)/float64(f), "flock-ratio")
+}
+
+// roleFanoutProducer: scope ringBytes. Puts conntest.Codes(1, V) under KEY
+// on edge 0->1 for each line "KEY V" it reads, saying nothing; for a line
+// "wake" it only wakes stage 2 (the measurement's floor); it leaves on an
+// empty line or when the parent is gone.
+func roleFanoutProducer(args []string) int {
+	ringBytes, _ := strconv.Atoi(args[1])
+	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: ringBytes})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer c.Close()
+	n := wake.NewNotifier(c.Names().WakeDir)
+	defer n.Close()
+	for {
+		var key string
+		var v int64
+		line := shmtest.Hear()
+		if line == "wake" {
+			n.Notify("2")
+			continue
+		}
+		if n, _ := fmt.Sscan(line, &key, &v); n != 2 {
+			return 0
+		}
+		if _, _, err := c.Put("0", "1", key, conntest.Codes(1, v)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+}
+
+// cpuTime is this process's user+system CPU time so far.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// threads is the number of OS threads of this process.
+func threads(tb testing.TB) int {
+	entries, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return len(entries)
+}
+
+// flockPair is the CPU cost of one uncontended LOCK_EX/LOCK_UN pair on a
+// /dev/shm file: the unit the per-message budget is written in.
+func flockPair(tb testing.TB) time.Duration {
+	path := filepath.Join(scope.ShmDir, shmtest.Key("flockpair"))
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer unix.Unlink(path)
+	defer unix.Close(fd)
+	const pairs = 20000
+	start := cpuTime(tb)
+	for range pairs {
+		unix.Flock(fd, unix.LOCK_EX)
+		unix.Flock(fd, unix.LOCK_UN)
+	}
+	return (cpuTime(tb) - start) / pairs
+}
+
+// BenchmarkFanout measures the receive path at scale as a user meets it:
+// N goroutines of this process wait in Recv on N distinct keys of edge
+// 0->1 while a producer process puts those keys one at a time, each put
+// only once the previous key was delivered. It reports the idle CPU (% of
+// one core) and OS threads with all N waiting and nothing arriving, and the
+// CPU of this process per delivered message, also in uncontended flock
+// pairs measured in the same run, and the floor of that round trip (the
+// same line to the producer answered by a bare wakeup). Run with
+// -benchtime=1x: each run is one
+// measurement; the idle window is a measurement interval, not a wait for a
+// condition.
+func BenchmarkFanout(b *testing.B) {
+	idle := 2 * time.Second
+	if s := os.Getenv("OMNISHM_FANOUT_IDLE"); s != "" {
+		idle, _ = time.ParseDuration(s)
+	}
+	for _, rc := range []struct {
+		name  string
+		bytes int
+	}{{"ring", ring.DefaultCapacity}, {"per-key", connector.NoRing}} {
+		for _, n := range []int{50, 1000} {
+			b.Run(fmt.Sprintf("%s/waiters=%d", rc.name, n), func(b *testing.B) {
+				for b.Loop() {
+					measureFanout(b, n, rc.bytes, idle)
+				}
+			})
+		}
+	}
+}
+
+func measureFanout(b *testing.B, n, ringBytes int, idle time.Duration) {
+	sc := shmtest.Scope(b)
+	conntest.RemoveAtEnd(b, scope.New(sc), shmtest.Prefix())
+	recv := conntest.Open(b, sc, "1", ringBytes)
+	p := shmtest.Start(b, "fanout", sc, strconv.Itoa(ringBytes))
+	defer p.Send(b, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// One delivery first, so the producer's ring exists and is attached.
+	prime := shmtest.Key("prime")
+	p.Send(b, prime+" 1")
+	if _, _, err := recv.Recv(ctx, "0", prime); err != nil {
+		b.Fatal(err)
+	}
+	keys := make([]string, n)
+	got := make([]chan int64, n)
+	for i := range n {
+		keys[i], got[i] = shmtest.Key("fan"), make(chan int64, 1)
+		go func() {
+			v, _, err := recv.Recv(ctx, "0", keys[i])
+			if err != nil {
+				b.Error(err)
+				got[i] <- -1
+				return
+			}
+			got[i] <- conntest.CodesOf(b, v)[0]
+		}()
+	}
+	time.Sleep(idle / 4) // let every goroutine reach its wait
+	c0, w0 := cpuTime(b), time.Now()
+	time.Sleep(idle)
+	idleCPU := float64(cpuTime(b)-c0) / float64(time.Since(w0))
+	th := threads(b)
+
+	c0 = cpuTime(b)
+	for i := range n {
+		p.Send(b, keys[i]+" "+strconv.Itoa(i+1000))
+		if v := <-got[i]; v != int64(i+1000) {
+			b.Fatalf("waiter %d got %d", i, v)
+		}
+	}
+	perMsg := (cpuTime(b) - c0) / time.Duration(n)
+
+	// The floor of this round trip: the same line to the producer, which
+	// then only writes a wakeup to a FIFO of this process, read through
+	// the runtime poller.
+	r, err := wake.OpenReceiver(recv.Names().WakeDir, "2")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	woken := r.C()
+	p.Send(b, "wake") // the child's notifier finds the new FIFO
+	<-woken
+	c0 = cpuTime(b)
+	for range n {
+		p.Send(b, "wake")
+		<-woken
+	}
+	floor := (cpuTime(b) - c0) / time.Duration(n)
+	pair := flockPair(b)
+	b.ReportMetric(100*idleCPU, "idle-cpu-%")
+	b.ReportMetric(float64(th), "threads")
+	b.ReportMetric(float64(perMsg.Nanoseconds())/1000, "cpu-µs/msg")
+	b.ReportMetric(float64(perMsg)/float64(pair), "flock-pairs/msg")
+	b.ReportMetric(float64(floor.Nanoseconds())/1000, "floor-cpu-µs/msg")
+	b.ReportMetric(float64(perMsg-floor)/float64(pair), "above-floor-flock-pairs/msg")
 }
 
 // BenchmarkLargePair is one put and one get of a float32 tensor of 64 KiB,

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"omnishm/keys"
-	"omnishm/ring"
 )
 
 // ErrRetired is wrapped by Claimed and WaitClaimed for a publication this
@@ -167,7 +166,7 @@ func (c *SHM) sharedDone(id pubID, d Descriptor) (bool, error) {
 	if id.seg {
 		return c.segments.Claimed(*d.Shm)
 	}
-	return ring.Claimed(*d.HostRing)
+	return c.ring.Claimed(*d.HostRing) // this connector's own rings without a system call
 }
 
 // claimError adds the connector's context: the operation and the

@@ -126,21 +126,15 @@ func TestWaitClaimedByAnotherProcess(t *testing.T) {
 			sender := conntest.Open(t, s, "0", p.ringBytes)
 			key, d := putOn(t, sender, "xclaim", p.seg)
 			r := shmtest.Start(t, "receiver", s, key)
-			if l := r.Line(t, wait); l != "ready" {
-				t.Fatal(l)
-			}
+			r.Expect(t, wait, "ready")
 			done := waitAsync(t, context.Background(), sender, d)
 			notYet(t, done) // the child claims only once told to
 			r.Send(t, "go")
 			if err := result(t, done); err != nil {
 				t.Fatalf("WaitClaimed: %v", err)
 			}
-			if l := r.Line(t, wait); l != "[1,2,3,4,5,6,7,8]" {
-				t.Fatalf("the child received %s", l)
-			}
-			if err := r.Wait(t, wait); err != nil {
-				t.Fatal(err)
-			}
+			r.Expect(t, wait, "[1,2,3,4,5,6,7,8]")
+			r.Exited(t, wait)
 			if ok, err := sender.Claimed(d); !ok || err != nil {
 				t.Fatalf("Claimed after WaitClaimed: %v %v", ok, err)
 			}

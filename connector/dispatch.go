@@ -51,6 +51,10 @@ const fullCheckBackoff = 16
 // lock was held by another process (SPEC §3: contention is a miss).
 const busyRetry = 200 * time.Microsecond
 
+// recheckLimit bounds the serves run, before a sleep, for frames found
+// after the sleep was announced (see run).
+const recheckLimit = 4
+
 // minRingPoll is the first ring poll interval without a wakeup FIFO.
 const minRingPoll = 100 * time.Microsecond
 
@@ -112,6 +116,7 @@ type dispatcher struct {
 	ringEvery, fullEvery, busyEvery time.Duration
 	ringAt, fullAt, busyAt          time.Time // zero: not scheduled; ringAt only without a FIFO
 	reservedNow                     []*waiter
+	edgeBuf                         []string      // unswept's
 	wakeFullAt                      time.Time     // the last full check for a wakeup without an event
 	wakes                           atomic.Uint64 // the FIFO's wakeups served so far
 
@@ -132,6 +137,7 @@ func (c *SHM) dispatch() *dispatcher {
 		}
 		if c.waiter != nil {
 			d.fifo = c.waiter.C()
+			c.waiter.CountSleeps() // run announces each sleep
 		}
 		d.ringEvery, d.fullEvery = min(minRingPoll, d.interval), d.interval
 		d.watchHints()
@@ -279,8 +285,31 @@ func (d *dispatcher) run() {
 	changes := d.c.ring.Changes()
 	for {
 		woke, ticked := false, false
+		// Producers skip the wakeup of a ring frame while this receiver
+		// announces no sleep (wake.Notifier.NotifyRing): announce it, then
+		// look once more at the rings (atomics, no system call) for a frame
+		// published before the announcement, and serve it instead of
+		// sleeping. A few times in a row at most: a ring whose lock another
+		// process holds stays unswept (the busy timer retries it), and
+		// under a steady stream the count up means the next put writes.
+		asleep := d.fifo != nil && d.count.Load() > 0
+		for i := 0; asleep; i++ {
+			d.c.waiter.BeginSleep()
+			if i == recheckLimit || !d.unswept() {
+				break
+			}
+			d.c.waiter.EndSleep()
+			d.serving.Store(true)
+			// As for a wakeup: one written meanwhile is served with it.
+			d.reschedule(timer, d.serve(true, false))
+			d.serving.Store(false)
+			asleep = d.count.Load() > 0
+		}
 		select {
 		case <-d.stop:
+			if asleep {
+				d.c.waiter.EndSleep()
+			}
 			timer.Stop()
 			d.shutdown()
 			return
@@ -291,14 +320,43 @@ func (d *dispatcher) run() {
 		case <-timer.C:
 			ticked = true
 		}
+		if asleep {
+			d.c.waiter.EndSleep()
+		}
 		d.serving.Store(true)
 		next := d.serve(woke, ticked)
 		d.serving.Store(false)
-		timer.Stop()
-		if !next.IsZero() {
-			timer.Reset(time.Until(next))
+		d.reschedule(timer, next)
+	}
+}
+
+// reschedule sets timer to next (zero: stopped).
+func (d *dispatcher) reschedule(timer *time.Timer, next time.Time) {
+	timer.Stop()
+	if !next.IsZero() {
+		timer.Reset(time.Until(next))
+	}
+}
+
+// unswept reports whether a waited edge's rings may hold frames the last
+// sweep did not offer (ring.Transport.Unswept): no system call.
+func (d *dispatcher) unswept() bool {
+	if d.c.ring.Capacity() == 0 || !numeric(d.to) {
+		return false
+	}
+	d.mu.Lock()
+	edges := d.edgeBuf[:0]
+	for from := range d.edges {
+		edges = append(edges, from)
+	}
+	d.edgeBuf = edges
+	d.mu.Unlock()
+	for _, from := range edges {
+		if numeric(from) && d.c.ring.Unswept(from, d.to) {
+			return true
 		}
 	}
+	return false
 }
 
 // serve does what a wakeup (woke), the ring's Changes, a new waiter or the
@@ -393,8 +451,9 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		d.busyEvery = min(max(busyRetry, d.busyEvery*2), d.interval)
 		d.busyAt = now.Add(d.busyEvery)
 	case !busy && all:
-		// Only a sweep of every waited key ends the retry: one that looked
-		// only at new frames (a wakeup's) does not see the indexed frame a
+		// Only a sweep of every waited key ends the retries: one for new
+		// waiters alone may not have met the ring that was busy, and a
+		// wakeup's looks only at new frames, not at the indexed frame a
 		// busy sweep failed to offer a new waiter.
 		d.busyAt, d.busyEvery = time.Time{}, 0
 	}

@@ -5,11 +5,18 @@ package connector_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"omnishm/connector"
 	"omnishm/descriptor"
@@ -47,9 +54,7 @@ func TestCrossProcessPutAndGet(t *testing.T) {
 			}
 			conntest.Missing(t, receiver, "0", "1", key, nil)
 			p.Send(t, "close")
-			if l := p.Line(t, wait); l != "closed" {
-				t.Fatal(l)
-			}
+			p.Expect(t, wait, "closed")
 
 			// And the other way round: the parent produces, a child receives.
 			sender := conntest.Open(t, s, "0", ringBytes)
@@ -58,12 +63,8 @@ func TestCrossProcessPutAndGet(t *testing.T) {
 			r := shmtest.Start(t, "receiver", s, key2)
 			r.Line(t, wait)
 			r.Send(t, "go")
-			if l := r.Line(t, wait); l != "[7,8,9,10,11]" {
-				t.Fatalf("child received %s", l)
-			}
-			if err := r.Wait(t, wait); err != nil {
-				t.Fatal(err)
-			}
+			r.Expect(t, wait, "[7,8,9,10,11]")
+			r.Exited(t, wait)
 		})
 	}
 }
@@ -85,9 +86,7 @@ func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
 			var got []string
 			for _, r := range readers {
 				got = append(got, r.Line(t, wait))
-				if err := r.Wait(t, wait); err != nil {
-					t.Fatal(err)
-				}
+				r.Exited(t, wait)
 			}
 			misses := 0
 			for _, g := range got {
@@ -144,9 +143,7 @@ func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 	// Attach the live ring without claiming its frame.
 	conntest.Missing(t, receiver, "0", "1", "not-published", nil)
 	p.Send(t, "exit") // leaves without closing: its frame stays in the ring
-	if err := p.Wait(t, wait); err != nil {
-		t.Fatal(err)
-	}
+	p.Exited(t, wait)
 	conntest.Missing(t, receiver, "0", "1", "restart", old)
 	conntest.Missing(t, receiver, "0", "1", "restart", nil)
 	replacement := conntest.Open(t, s, "0", ring.DefaultCapacity)
@@ -198,18 +195,204 @@ func TestWakeupEndsABlockedRecv(t *testing.T) {
 		s := shmtest.Scope(t)
 		key := shmtest.Key("wake")
 		r := shmtest.Start(t, "recv", s, key, "60s")
-		if l := r.Line(t, wait); l != "waiting" {
-			t.Fatal(l)
-		}
+		r.Expect(t, wait, "waiting")
 		sender := conntest.Open(t, s, "0", ringBytes)
 		// The child's FIFO exists once it said "waiting"; it polls only hourly,
 		// so only the put's wakeup can end its Recv before our line timeout.
 		conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(3, 42))
-		if l := r.Line(t, wait); l != "got 42" {
-			t.Fatalf("ring=%d: %s", ringBytes, l)
-		}
-		if err := r.Wait(t, wait); err != nil {
-			t.Fatal(err)
+		r.Expect(t, wait, "got 42")
+		r.Exited(t, wait)
+	}
+}
+
+// Crash cleanup: what a producer or receiver killed by SIGKILL leaves in
+// /dev/shm once its watchdog has run (SPEC §9). Nothing: not its rings and
+// their markers, not its pending segments and their lock files, not the
+// segment it was writing, not its FIFO, not the directories it made.
+
+// rolePending: scope ringBytes prefix n size. Opens stage 0 and stage 1
+// (a receiver with its FIFO) of scope, puts n payloads of size bytes under
+// prefix_0 .. prefix_{n-1} on edge 0->1, says "put", and waits to be killed.
+func rolePending(args []string) int {
+	ringBytes, _ := strconv.Atoi(args[1])
+	n, _ := strconv.Atoi(args[3])
+	size, _ := strconv.Atoi(args[4])
+	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: ringBytes})
+	if err != nil {
+		return childFailed(err)
+	}
+	r, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "1", HostRingBytes: ringBytes})
+	if err != nil {
+		return childFailed(err)
+	}
+	defer r.Close()
+	for i := range n {
+		if _, _, err := c.Put("0", "1", fmt.Sprintf("%s_%d", args[2], i), make([]byte, size)); err != nil {
+			return childFailed(err)
 		}
 	}
+	shmtest.Say("put")
+	shmtest.Hear()
+	return 0
+}
+
+func childFailed(err error) int {
+	fmt.Fprintln(os.Stderr, "child:", err)
+	return 1
+}
+
+// scopeFiles lists what is in /dev/shm of names and of keys starting with
+// prefix.
+func scopeFiles(names scope.Names, prefix string) []string { return conntest.Files(names, prefix) }
+
+func TestKilledProcessLeavesNothing(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		ringBytes int
+		n, size   int
+	}{
+		{"ring", ring.DefaultCapacity, 20, 100},
+		{"ring-and-segments", ring.MinCapacity, 50, 2000}, // the ring fills: most go per-key
+		{"per-key", connector.NoRing, 50, 100},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := shmtest.Scope(t)
+			names := scope.New(s)
+			prefix := shmtest.Key("killed")
+			p := shmtest.Start(t, "pending", s, strconv.Itoa(c.ringBytes), prefix, strconv.Itoa(c.n), strconv.Itoa(c.size))
+			p.Expect(t, wait, "put")
+			if len(scopeFiles(names, prefix)) == 0 {
+				t.Fatal("the child made no files")
+			}
+			p.Kill()
+			shmtest.Eventually(t, wait, "the killed process's files to be removed", func() bool {
+				return len(scopeFiles(names, prefix)) == 0
+			})
+		})
+	}
+}
+
+// roleFlood: scope ringBytes prefix size. Puts payloads of size bytes under
+// prefix_0, prefix_1, ... on edge 0->1 until killed, saying "putting" once
+// the first is published.
+func roleFlood(args []string) int {
+	ringBytes, _ := strconv.Atoi(args[1])
+	size, _ := strconv.Atoi(args[3])
+	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: ringBytes})
+	if err != nil {
+		return childFailed(err)
+	}
+	payload := make([]byte, size)
+	for i := 0; ; i++ {
+		if _, _, err := c.Put("0", "1", fmt.Sprintf("%s_%d", args[2], i), payload); err != nil {
+			return childFailed(err)
+		}
+		if i == 0 {
+			shmtest.Say("putting")
+		}
+	}
+}
+
+// Ring producers skip the wakeup of a receiver whose dispatcher is awake
+// (wake.Notifier.NotifyRing): none may be lost. A receiver process that
+// never polls receives, on several goroutines, keys a producer puts as soon
+// as the previous one of that goroutine arrived, so puts meet the
+// dispatcher both asleep and busy; with one goroutine, each put meets it
+// about to sleep. A lost wakeup leaves a Recv blocked and the test failing
+// at its deadline.
+func TestSkippedWakeupsLoseNone(t *testing.T) {
+	for _, tc := range []struct{ waiters, messages int }{{1, 400}, {4, 150}} {
+		t.Run(strconv.Itoa(tc.waiters), func(t *testing.T) {
+			s := shmtest.Scope(t)
+			prefix := shmtest.Key("sleep")
+			r := shmtest.Start(t, "sleeper", s, prefix, strconv.Itoa(tc.waiters), strconv.Itoa(tc.messages))
+			if l := r.Line(t, wait); l != "ready" {
+				t.Fatal(l)
+			}
+			sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
+			put := func(g, j int) {
+				if j > 0 && rand.N(2) == 0 {
+					for range rand.N(50) { // vary where the put meets the dispatcher
+						runtime.Gosched()
+					}
+				}
+				conntest.MustPut(t, sender, "0", "1", sleeperKey(prefix, g, j), conntest.Codes(1, int64(g*tc.messages+j)))
+			}
+			for g := range tc.waiters {
+				put(g, 0)
+			}
+			for range tc.waiters * tc.messages {
+				var g, j int
+				l := r.Line(t, wait)
+				if _, err := fmt.Sscanf(l, "got %d %d", &g, &j); err != nil {
+					t.Fatalf("receiver: %s", l)
+				}
+				if j+1 < tc.messages {
+					put(g, j+1)
+				}
+			}
+			if l := r.Line(t, wait); l != "done" {
+				t.Fatal(l)
+			}
+			if err := r.Wait(t, wait); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A producer killed while it writes segments, at whatever point of a put
+// the kill lands, leaves nothing: not the segment it was writing, nor any
+// lock file. (Before the watchdog learned names before their files, one
+// payload-sized segment stayed behind in most of these kills.)
+func TestProducerKilledMidPutLeavesNothing(t *testing.T) {
+	for i := range 8 {
+		s := shmtest.Scope(t)
+		names := scope.New(s)
+		prefix := shmtest.Key("midput")
+		p := shmtest.Start(t, "flood", s, strconv.Itoa(connector.NoRing), prefix, strconv.Itoa(4<<20))
+		p.Expect(t, wait, "putting")
+		// Let it get some way into later puts: the kill lands wherever it is.
+		shmtest.Eventually(t, wait, "a few more puts", func() bool {
+			return len(scopeFiles(names, prefix)) >= 2*(1+i%4)
+		})
+		p.Kill()
+		shmtest.Eventually(t, wait, "the killed producer's files to be removed", func() bool {
+			return len(scopeFiles(names, prefix)) == 0
+		})
+	}
+}
+
+// The watchdog is told of the FIFOs this process reads, its receivers' own,
+// never of another receiver's that this process only writes to.
+func TestOnlyOwnFIFOsAreTracked(t *testing.T) {
+	s := shmtest.Scope(t)
+	names := scope.New(s)
+	other := shmtest.Start(t, "recv", s, shmtest.Key("never"), "1h")
+	other.Expect(t, wait, "waiting")
+	theirs, _ := filepath.Glob(names.WakeDir + "/1_*")
+	if len(theirs) != 1 {
+		t.Fatalf("the other receiver's FIFOs: %v", theirs)
+	}
+	// As a producer's Notifier does.
+	fd, err := unix.Open(theirs[0], unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if got := connector.ReceiverFIFOs(names.WakeDir); len(got) != 0 {
+		t.Fatalf("FIFOs read by this process: %v, want none", got)
+	}
+	conntest.Open(t, s, "1", connector.NoRing)
+	all, _ := filepath.Glob(names.WakeDir + "/1_*")
+	got := connector.ReceiverFIFOs(names.WakeDir)
+	if len(all) != 2 || len(got) != 1 || got[0] == theirs[0] || !slices.Contains(all, got[0]) {
+		t.Fatalf("FIFOs read by this process: %v; all: %v; the other's: %v", got, all, theirs)
+	}
+	// A receiver that never put anything has a watchdog too, for its FIFO.
+	other.Kill()
+	shmtest.Eventually(t, wait, "the killed receiver's FIFO to be removed", func() bool {
+		_, err := os.Lstat(theirs[0])
+		return os.IsNotExist(err)
+	})
 }

@@ -136,7 +136,7 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 			if c.segments.Pending(key) {
 				c.cleanupSegment(key)
 			}
-			c.published(to, d.Size)
+			c.published(to, d.Size, true)
 			c.ringPuts.Add(1)
 			c.stats.put(from, to, PathRing, d.Size, start) // stats
 			return d.Size, Descriptor{HostRing: &d, Size: d.Size}, nil
@@ -160,7 +160,7 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 	}
 	// A successful fallback replaces an unclaimed ring version, too.
 	c.ring.Cancel(key)
-	c.published(to, d.Size)
+	c.published(to, d.Size, false)
 	c.stats.put(from, to, PathSegment, d.Size, start) // stats
 	return d.Size, Descriptor{Shm: &d, Size: d.Size}, nil
 }
@@ -280,9 +280,15 @@ func keyError(op, key string, err error) error {
 	return fmt.Errorf("connector: %s %q: %w", op, keys.Shorten(key), err)
 }
 
-func (c *SHM) published(to string, size int) {
+func (c *SHM) published(to string, size int, ring bool) {
 	if c.notifier != nil && numeric(to) {
-		c.notifier.Notify(to)
+		if ring {
+			// A Go receiver's dispatcher finds ring frames by itself
+			// before it sleeps: only a sleeping one needs the byte.
+			c.notifier.NotifyRing(to)
+		} else {
+			c.notifier.Notify(to)
+		}
 	}
 	c.puts.Add(1)
 	c.bytes.Add(uint64(size))

@@ -23,15 +23,29 @@ import (
 // scope or a stage id typed wrong shows at once.
 type RecvTimeoutError struct {
 	// Scope is the connector's WakeupScope; "" is the scope keyed by the
-	// parent pid (SPEC §2), which only processes of one parent share.
+	// parent pid (SPEC §2), which only processes of one parent share. A
+	// transport other than SHM leaves it "" and says where it looked
+	// (NewRecvTimeoutError).
 	Scope string
 	// From, To and Key are what the Recv waited for: edge From->To.
 	From, To, Key string
 
-	err   error       // the context's
-	names scope.Names // the connector's
+	err   error         // the context's
+	names scope.Names   // the connector's
+	where string        // another transport's Where
+	look  func() string // another transport's Saw
 	once  sync.Once
 	saw   string
+}
+
+// NewRecvTimeoutError is the RecvTimeoutError of a transport other than
+// SHM, whose Recv of key on edge from->to ended with err, its context's
+// deadline error: where is what Where returns (the bucket, the stream),
+// and saw, called once the first time Saw is asked for, describes what
+// the transport finds there now, so a caller that drops the error pays
+// nothing for it.
+func NewRecvTimeoutError(where, from, to, key string, err error, saw func() string) *RecvTimeoutError {
+	return &RecvTimeoutError{From: from, To: to, Key: key, err: err, where: where, look: saw}
 }
 
 // Error says what was waited for, in which scope, and what the receiver
@@ -42,8 +56,12 @@ func (e *RecvTimeoutError) Error() string {
 }
 
 // Where names the scope the receiver looked in: `scope "name"`, or for no
-// scope the parent pid its names are keyed by.
+// scope the parent pid its names are keyed by; for another transport, the
+// where it gave NewRecvTimeoutError.
 func (e *RecvTimeoutError) Where() string {
+	if e.where != "" {
+		return e.where
+	}
 	if e.Scope == "" {
 		return fmt.Sprintf("no scope (names keyed by the parent pid %d)", os.Getppid())
 	}
@@ -54,12 +72,19 @@ func (e *RecvTimeoutError) Where() string {
 func (e *RecvTimeoutError) Unwrap() error { return e.err }
 
 // Saw describes what is on the edge in /dev/shm: the producers' rings of
-// this scope and of others, and the key's per-key files. It is looked up
+// this scope and of others, and the key's per-key files (for another
+// transport, what its NewRecvTimeoutError's saw reports). It is looked up
 // (a read-only scan that takes no lock another process holds) the first
 // time it is asked for, not when the Recv gives up: a caller that drops
 // the error pays nothing.
 func (e *RecvTimeoutError) Saw() string {
-	e.once.Do(func() { e.saw = sawOnEdge(e.names, e.From, e.To, e.Key) })
+	e.once.Do(func() {
+		if e.look != nil {
+			e.saw = e.look()
+		} else {
+			e.saw = sawOnEdge(e.names, e.From, e.To, e.Key)
+		}
+	})
 	return e.saw
 }
 

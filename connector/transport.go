@@ -50,7 +50,7 @@ type Receiver interface {
 	Stage() Stage
 	// Recv blocks until key arrives on edge from->Stage(), ctx ends, or an
 	// error occurs. It returns an error wrapping ctx.Err() when ctx ends
-	// first (SHM's says what it saw on the edge: RecvTimeoutError), and an
+	// first (SHM's and natsconn's say what they saw: RecvTimeoutError), and an
 	// error wrapping ErrBadStage at once when the endpoint has no stage. The
 	// payload is owned by the caller.
 	Recv(ctx context.Context, from, key string) (payload any, size int, err error)

@@ -39,9 +39,15 @@ func synthesize(codes []int64, n int) []float32 {
 	out := make([]float32, len(codes)*samplesPerCode)
 	for i, c := range codes {
 		freq := 110 * math.Pow(2, float64(c%48)/12)
+		first := n*len(out) + i*samplesPerCode
+		// sin(θ0 + kδ) by rotation: two Sincos per tone, not one Sin per
+		// sample (which was a third of the demo's CPU); 64 steps drift
+		// far below float32's precision.
+		sin, cos := math.Sincos(2 * math.Pi * freq * float64(first) / sampleRate)
+		sd, cd := math.Sincos(2 * math.Pi * freq / sampleRate)
 		for k := range samplesPerCode {
-			s := n*len(out) + i*samplesPerCode + k
-			out[i*samplesPerCode+k] = float32(0.25 * math.Sin(2*math.Pi*freq*float64(s)/sampleRate))
+			out[i*samplesPerCode+k] = float32(0.25 * sin)
+			sin, cos = sin*cd+cos*sd, cos*cd-sin*sd
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ package demo
 
 import (
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -47,5 +48,22 @@ func TestDemoAudioIsDeterministic(t *testing.T) {
 	}
 	if string(pcm16(nil, a)) == string(pcm16(nil, synthesize(chunkCodes(3, 6), 6))) {
 		t.Fatal("different chunks give the same audio")
+	}
+}
+
+// synthesize's rotation stays on the tone it stands for: every sample
+// within float32 rounding of 0.25·sin(2π·f·s/rate) at its position s.
+func TestSynthesizeFollowsTheTone(t *testing.T) {
+	for _, n := range []int{0, 5, 1000} {
+		codes := chunkCodes(3, n)
+		got := synthesize(codes, n)
+		for j, v := range got {
+			i, k := j/samplesPerCode, j%samplesPerCode
+			freq := 110 * math.Pow(2, float64(codes[i]%48)/12)
+			s := n*len(got) + i*samplesPerCode + k
+			if want := 0.25 * math.Sin(2*math.Pi*freq*float64(s)/sampleRate); math.Abs(float64(v)-want) > 1e-6 {
+				t.Fatalf("chunk %d sample %d = %v, want %v", n, j, v, want)
+			}
+		}
 	}
 }

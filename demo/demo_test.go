@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -68,8 +67,8 @@ func TestRun(t *testing.T) {
 				t.Fatalf("wav files %v, want %d", files, cfg.Requests)
 			}
 			id := strings.TrimPrefix(res.Scope, "omnishm-demo-")
-			for r := range cfg.Requests {
-				b, err := os.ReadFile(filepath.Join(cfg.Out, "demo-"+id+"-r"+strconv.Itoa(r)+".wav"))
+			for r, req := range requestIDs("demo-"+id+"-", cfg.Requests) {
+				b, err := os.ReadFile(filepath.Join(cfg.Out, req+".wav"))
 				if err != nil {
 					t.Fatal(err)
 				}

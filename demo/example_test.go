@@ -30,15 +30,14 @@ func Example() {
 }
 
 // The same pipeline with its edges over NATS JetStream, through a server
-// Run starts in this process and stops at the end.
+// Run starts in this process and stops at the end. Without Out the WAV
+// files go to a new temporary directory, which Run keeps and names in the
+// result.
 func Example_nats() {
-	out, err := os.MkdirTemp("", "omnishm-demo-example-")
-	if err != nil {
-		fmt.Println(err)
-		return
+	res, err := demo.Run(context.Background(), demo.Config{Requests: 2, Chunks: 4, Nats: &config.Nats{}})
+	if res.Out != "" {
+		defer os.RemoveAll(res.Out)
 	}
-	defer os.RemoveAll(out)
-	res, err := demo.Run(context.Background(), demo.Config{Requests: 2, Chunks: 4, Out: out, Nats: &config.Nats{}})
 	if err != nil {
 		fmt.Println(err)
 		return

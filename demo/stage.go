@@ -288,19 +288,7 @@ func (p *stageProcess) relay(ctx context.Context, up proc.ID) (*stream.Sender, e
 		return nil, err
 	}
 	err = p.perRequest(ctx, func(ctx context.Context, r int, req string) error {
-		rd, err := stream.NewReader(p.conn, "0", "1", req, stream.ReaderOptions{Sender: up})
-		if err != nil {
-			return err
-		}
-		defer rd.Close()
-		for n := 0; ; n++ {
-			chunk, err := rd.Next(ctx)
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
+		_, err := readChunks(ctx, p.conn, "0", "1", req, up, func(n int, chunk map[string]any) error {
 			codes, err := chunkTensor[int64](chunk, "codes", "audio")
 			if err != nil {
 				return fmt.Errorf("%s: %w", stream.Key(req, "0", n), err)
@@ -314,10 +302,9 @@ func (p *stageProcess) relay(ctx context.Context, up proc.ID) (*stream.Sender, e
 			if stream.Finished(chunk) {
 				send = s.Finish
 			}
-			if err := send(ctx, req, out); err != nil {
-				return err
-			}
-		}
+			return send(ctx, req, out)
+		})
+		return err
 	})
 	return s, err
 }
@@ -346,27 +333,12 @@ func (p *stageProcess) collect(ctx context.Context, up proc.ID) error {
 		}
 	})
 	err := p.perRequest(ctx, func(ctx context.Context, r int, req string) error {
-		rd, err := stream.NewReader(p.conn, "1", "2", req, stream.ReaderOptions{Sender: up})
-		if err != nil {
-			return err
-		}
-		defer rd.Close()
 		w, err := newWAVWriter(filepath.Join(p.cfg.Out, req+".wav"))
 		if err != nil {
 			return err
 		}
 		defer w.abort()
-		for n := 0; ; n++ {
-			chunk, err := rd.Next(ctx)
-			if err == io.EOF {
-				if n != p.cfg.Chunks {
-					return fmt.Errorf("request %s: finished after %d chunks, want %d", req, n, p.cfg.Chunks)
-				}
-				break
-			}
-			if err != nil {
-				return err
-			}
+		n, err := readChunks(ctx, p.conn, "1", "2", req, up, func(n int, chunk map[string]any) error {
 			now := int64(hostclock.Now())
 			key := stream.Key(req, "1", n)
 			demo, _ := chunk["demo"].(map[string]any)
@@ -392,6 +364,13 @@ func (p *stageProcess) collect(ctx context.Context, up proc.ID) error {
 			mu.Lock()
 			latencies = append(latencies, now-t0)
 			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if n != p.cfg.Chunks {
+			return fmt.Errorf("request %s: finished after %d chunks, want %d", req, n, p.cfg.Chunks)
 		}
 		if err := w.finish(); err != nil {
 			return err
@@ -409,6 +388,29 @@ func (p *stageProcess) collect(ctx context.Context, up proc.ID) error {
 	p.say(event{Event: "done", Chunks: int(received.Load()), Requests: int(completed.Load()),
 		P50NS: pct(50), P99NS: pct(99), MaxNS: latencies[len(latencies)-1]})
 	return nil
+}
+
+// readChunks reads request req on edge from->to from its sender up and
+// calls each with every chunk in order, the finished one included; it
+// returns how many chunks it read.
+func readChunks(ctx context.Context, conn connector.Receiver, from, to, req string, up proc.ID, each func(n int, chunk map[string]any) error) (int, error) {
+	rd, err := stream.NewReader(conn, from, to, req, stream.ReaderOptions{Sender: up})
+	if err != nil {
+		return 0, err
+	}
+	defer rd.Close()
+	for n := 0; ; n++ {
+		chunk, err := rd.Next(ctx)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		if err := each(n, chunk); err != nil {
+			return n, err
+		}
+	}
 }
 
 // perRequest runs fn for every request concurrently and returns the first

@@ -243,60 +243,53 @@ func TestGoKeyThatIsNotUTF8NeverBreaksAPythonReceiver(t *testing.T) {
 // per-key lock file, give each publication to exactly one of them.
 func TestCompetingReceiversClaimEachPublicationOnce(t *testing.T) {
 	const n = 150
-	for _, c := range claimPaths {
-		t.Run(c.name, func(t *testing.T) {
-			s := shmtest.Scope(t)
-			sender := conntest.Open(t, s, "0", c.ringBytes)
-			receiver := conntest.Open(t, s, "1", c.ringBytes)
-			keys := make([]string, n)
-			want := map[string]any{}
-			for i := range keys {
-				keys[i] = shmtest.Key("race")
-				want[keys[i]] = wrapPayload(i)
-				_, d, err := sender.Put("0", "1", keys[i], want[keys[i]])
-				if err != nil || (d.HostRing != nil) != (c.ringBytes > 0) {
-					t.Fatalf("put %d: %v %v", i, d, err)
-				}
+	eachRace(t, "race", n, func(t *testing.T, s string, ringBytes int, keys []string, want map[string]any) {
+		sender := conntest.Open(t, s, "0", ringBytes)
+		receiver := conntest.Open(t, s, "1", ringBytes)
+		for i, key := range keys {
+			_, d, err := sender.Put("0", "1", key, want[key])
+			if err != nil || (d.HostRing != nil) != (ringBytes > 0) {
+				t.Fatalf("put %d: %v %v", i, d, err)
 			}
-			py := startClaimer(t, s, keys, 3, c.ringBytes == connector.NoRing)
-			byGo := map[string]any{}
-			for range 3 {
-				for i := n - 1; i >= 0; i-- {
-					if _, done := byGo[keys[i]]; done {
-						continue
-					}
-					v, _, ok, err := receiver.Get("0", "1", keys[i], nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if ok {
-						byGo[keys[i]] = v
-					}
-				}
-			}
-			byPython := pythonClaims(t, py, want)
-			t.Logf("Go claimed %d, Python %d of %d", len(byGo), len(byPython), n)
-			for key := range byPython {
-				if _, twice := byGo[key]; twice {
-					t.Fatalf("%s claimed by both receivers", key)
-				}
-			}
-			for _, key := range keys {
-				if _, ok := byPython[key]; ok {
+		}
+		py := startClaimer(t, s, keys, 3, ringBytes == connector.NoRing)
+		byGo := map[string]any{}
+		for range 3 {
+			for i := n - 1; i >= 0; i-- {
+				if _, done := byGo[keys[i]]; done {
 					continue
 				}
-				v, ok := byGo[key]
-				if !ok {
-					// Both missed it (lock contention): it is still there.
-					var size int
-					if v, size, ok, _ = receiver.Get("0", "1", key, nil); !ok || size == 0 {
-						t.Fatalf("%s was claimed by neither receiver and is gone", key)
-					}
+				v, _, ok, err := receiver.Get("0", "1", keys[i], nil)
+				if err != nil {
+					t.Fatal(err)
 				}
-				checkTree(t, key, want[key], v)
+				if ok {
+					byGo[keys[i]] = v
+				}
 			}
-		})
-	}
+		}
+		byPython := pythonClaims(t, py, want)
+		t.Logf("Go claimed %d, Python %d of %d", len(byGo), len(byPython), n)
+		for key := range byPython {
+			if _, twice := byGo[key]; twice {
+				t.Fatalf("%s claimed by both receivers", key)
+			}
+		}
+		for _, key := range keys {
+			if _, ok := byPython[key]; ok {
+				continue
+			}
+			v, ok := byGo[key]
+			if !ok {
+				// Both missed it (lock contention): it is still there.
+				var size int
+				if v, size, ok, _ = receiver.Get("0", "1", key, nil); !ok || size == 0 {
+					t.Fatalf("%s was claimed by neither receiver and is gone", key)
+				}
+			}
+			checkTree(t, key, want[key], v)
+		}
+	})
 }
 
 // claimPaths are the two paths a race for publications runs on.
@@ -304,6 +297,22 @@ var claimPaths = []struct {
 	name      string
 	ringBytes int
 }{{"ring", ring.DefaultCapacity}, {"segments", connector.NoRing}}
+
+// eachRace runs fn on each claim path, in a scope of its own, with n
+// unique keys named for a race between receivers and the payload each is
+// to be published with (wrapPayload).
+func eachRace(t *testing.T, name string, n int, fn func(t *testing.T, s string, ringBytes int, keys []string, want map[string]any)) {
+	for _, c := range claimPaths {
+		t.Run(c.name, func(t *testing.T) {
+			keys, want := make([]string, n), map[string]any{}
+			for i := range keys {
+				keys[i] = shmtest.Key(name)
+				want[keys[i]] = wrapPayload(i)
+			}
+			fn(t, shmtest.Scope(t), c.ringBytes, keys, want)
+		})
+	}
+}
 
 // startClaimer starts a Python receiver (peer.py claimall) that tries to
 // claim each of keys passes times over, through the ring or, with

@@ -48,6 +48,7 @@ func TestFloatText(t *testing.T) {
 }
 
 func TestMarshalScalars(t *testing.T) {
+	type code int32
 	cases := []struct {
 		name string
 		v    any
@@ -85,6 +86,18 @@ func TestMarshalScalars(t *testing.T) {
 		{"tensor value", *tensor.Scalar(true), `{"$tensor":{"data":"AQ==","dtype":"bool","shape":[]}}`},
 		{"array", &tensor.Array{DType: "<f2", Shape: []int{1, 2}, Data: []byte{0, 0x3c, 0, 0x40}}, `{"$ndarray":{"data":"ADwAQA==","dtype":"<f2","shape":[1,2]}}`},
 		{"image", &tensor.Image{Mode: "L", Shape: []int{1, 2}, Data: []byte{9, 10}}, `{"$image":{"data":"CQo=","mode":"L","shape":[1,2]}}`},
+		// A typed numeric slice prints as the 1-D tensor it travels as
+		// (wire's Encoder); other slices stay lists.
+		{"float32 slice", []float32{1, 2}, `{"$tensor":{"data":"AACAPwAAAEA=","dtype":"float32","shape":[2]}}`},
+		{"int64", []int64{-1}, `{"$tensor":{"data":"//////////8=","dtype":"int64","shape":[1]}}`},
+		{"empty float64", []float64{}, `{"$tensor":{"data":"","dtype":"float64","shape":[0]}}`},
+		{"bool array", [2]bool{true, false}, `{"$tensor":{"data":"AQA=","dtype":"bool","shape":[2]}}`},
+		{"named", []code{7}, `{"$tensor":{"data":"BwAAAA==","dtype":"int32","shape":[1]}}`},
+		{"half", []tensor.Half{0x3c00}, `{"$tensor":{"data":"ADw=","dtype":"float16","shape":[1]}}`},
+		{"in a map", map[string]any{"h": []uint16{1}}, `{"h":{"$tensor":{"data":"AQA=","dtype":"uint16","shape":[1]}}}`},
+		{"nil", []float32(nil), "null"},
+		{"ints stay a list", []int{1, 2}, "[1,2]"},
+		{"bytes stay bytes", [2]uint8{1, 2}, `{"$bytes":"AQI="}`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -94,6 +107,22 @@ func TestMarshalScalars(t *testing.T) {
 			}
 			if string(got) != c.want {
 				t.Errorf("Marshal = %s, want %s", got, c.want)
+			}
+			// The Go value and the payload a receiver decodes from it
+			// print alike.
+			b, err := wire.Marshal(c.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := wire.Unmarshal(b)
+			if c.name == "invalid utf8" && errors.Is(err, wire.ErrCorrupt) {
+				return // wire writes it as is, and its decoder refuses it
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if decoded, err := Marshal(back); err != nil || string(decoded) != string(got) {
+				t.Errorf("the decoded payload prints %s (%v), the Go value %s", decoded, err, got)
 			}
 		})
 	}

@@ -21,7 +21,10 @@ import (
 // newline. v is a decoded payload: nil, bool, any Go integer or float type,
 // string, []byte, []any, map[string]any, map[any]any, wire.Map, wire.Ext,
 // *tensor.Tensor, *tensor.Array, *tensor.Image; other slices, arrays, maps
-// and pointers are walked by reflection. Tensors, arrays and images must be
+// and pointers are walked by reflection. A slice or array of a tensor
+// dtype's elements ([]float32, [4]int64, ...) prints as the 1-D $tensor it
+// travels as (wire.SliceTensor), so a Go value and the payload decoded
+// from it print alike. Tensors, arrays and images must be
 // valid (their shape must describe their data), so that what Marshal prints
 // Unmarshal reads back.
 func Marshal(v any) ([]byte, error) {
@@ -155,11 +158,19 @@ func (e *encoder) reflectValue(rv reflect.Value) error {
 			return e.image(&x)
 		}
 	case reflect.Slice, reflect.Array:
-		if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
+		if rv.Type().Elem().Kind() == reflect.Uint8 {
+			if rv.Kind() == reflect.Array { // bin too, as wire writes it
+				b := make([]byte, rv.Len())
+				reflect.Copy(reflect.ValueOf(b), rv)
+				return e.value(b)
+			}
 			return e.value(rv.Bytes())
 		}
 		if rv.Kind() == reflect.Slice && rv.IsNil() {
 			return e.value(nil)
+		}
+		if t, ok := wire.SliceTensor(rv); ok {
+			return e.tensor(t) // what it travels as, and what a receiver decodes
 		}
 		return e.list(rv.Len(), func(i int) any { return rv.Index(i).Interface() })
 	case reflect.Map:

@@ -24,31 +24,32 @@ type latencyMeasurer interface {
 }
 
 var (
-	edgeLabels = []string{"from", "to"}
-	pathLabels = []string{"from", "to", "path"}
+	connectorDescs descs
+	edgeLabels     = []string{"from", "to"}
+	pathLabels     = []string{"from", "to", "path"}
 
-	putsDesc = prometheus.NewDesc("omnishm_connector_puts_total",
-		"Payloads published on an edge, by the path they took (ring or segment).", pathLabels, nil)
-	putBytesDesc = prometheus.NewDesc("omnishm_connector_put_bytes_total",
-		"Payload bytes published on an edge, by path.", pathLabels, nil)
-	getsDesc = prometheus.NewDesc("omnishm_connector_gets_total",
-		"Payloads claimed on an edge (Get and Recv hits), by path.", pathLabels, nil)
-	getBytesDesc = prometheus.NewDesc("omnishm_connector_get_bytes_total",
-		"Payload bytes claimed on an edge, by path.", pathLabels, nil)
-	fallbacksDesc = prometheus.NewDesc("omnishm_connector_ring_fallbacks_total",
-		"Puts that took a per-key segment instead of the host ring, by reason.", []string{"from", "to", "reason"}, nil)
-	putLatencyDesc = prometheus.NewDesc("omnishm_connector_put_duration_seconds",
-		"How long successful puts took, by path.", pathLabels, nil)
-	recvWaitDesc = prometheus.NewDesc("omnishm_connector_recv_wait_seconds",
-		"How long successful receives waited, from the Recv call to its return.", edgeLabels, nil)
-	recvWaitersDesc = prometheus.NewDesc("omnishm_connector_recv_waiters",
-		"Receives in progress on an edge.", edgeLabels, nil)
-	ownCapacityDesc = prometheus.NewDesc("omnishm_connector_ring_capacity_bytes",
-		"Capacity of a ring this connector produces into.", edgeLabels, nil)
-	ownUsedDesc = prometheus.NewDesc("omnishm_connector_ring_used_bytes",
-		"Bytes between tail and head of a ring this connector produces into (frames not reclaimed yet).", edgeLabels, nil)
-	ownReadyDesc = prometheus.NewDesc("omnishm_connector_ring_ready_frames",
-		"Frames ready (published, not claimed) in a ring this connector produces into.", edgeLabels, nil)
+	putsDesc = connectorDescs.add("omnishm_connector_puts_total",
+		"Payloads published on an edge, by the path they took (ring or segment).", pathLabels)
+	putBytesDesc = connectorDescs.add("omnishm_connector_put_bytes_total",
+		"Payload bytes published on an edge, by path.", pathLabels)
+	getsDesc = connectorDescs.add("omnishm_connector_gets_total",
+		"Payloads claimed on an edge (Get and Recv hits), by path.", pathLabels)
+	getBytesDesc = connectorDescs.add("omnishm_connector_get_bytes_total",
+		"Payload bytes claimed on an edge, by path.", pathLabels)
+	fallbacksDesc = connectorDescs.add("omnishm_connector_ring_fallbacks_total",
+		"Puts that took a per-key segment instead of the host ring, by reason.", []string{"from", "to", "reason"})
+	putLatencyDesc = connectorDescs.add("omnishm_connector_put_duration_seconds",
+		"How long successful puts took, by path.", pathLabels)
+	recvWaitDesc = connectorDescs.add("omnishm_connector_recv_wait_seconds",
+		"How long successful receives waited, from the Recv call to its return.", edgeLabels)
+	recvWaitersDesc = connectorDescs.add("omnishm_connector_recv_waiters",
+		"Receives in progress on an edge.", edgeLabels)
+	ownCapacityDesc = connectorDescs.add("omnishm_connector_ring_capacity_bytes",
+		"Capacity of a ring this connector produces into.", edgeLabels)
+	ownUsedDesc = connectorDescs.add("omnishm_connector_ring_used_bytes",
+		"Bytes between tail and head of a ring this connector produces into (frames not reclaimed yet).", edgeLabels)
+	ownReadyDesc = connectorDescs.add("omnishm_connector_ring_ready_frames",
+		"Frames ready (published, not claimed) in a ring this connector produces into.", edgeLabels)
 )
 
 // Collector is a prometheus.Collector of one connector's figures. Counters
@@ -93,8 +94,7 @@ func Register(reg prometheus.Registerer, src Source) (*Collector, error) {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{putsDesc, putBytesDesc, getsDesc, getBytesDesc, fallbacksDesc,
-		putLatencyDesc, recvWaitDesc, recvWaitersDesc, ownCapacityDesc, ownUsedDesc, ownReadyDesc} {
+	for _, d := range connectorDescs {
 		ch <- d
 	}
 }
@@ -148,6 +148,16 @@ func (c *Collector) collectRings(ch chan<- prometheus.Metric, rings []connector.
 			delete(c.last, path)
 		}
 	}
+}
+
+// descs is a collector's descriptors, each listed as it is declared so
+// that Describe cannot miss one.
+type descs []*prometheus.Desc
+
+func (l *descs) add(name, help string, labels []string) *prometheus.Desc {
+	d := prometheus.NewDesc(name, help, labels, nil)
+	*l = append(*l, d)
+	return d
 }
 
 // histogram turns a connector.Latency into a Prometheus histogram in

@@ -13,67 +13,6 @@ import (
 	"omnishm/shmstate"
 )
 
-var (
-	ringLabels = []string{"ring_dir", "ring", "from", "to", "pid"}
-
-	scopeInfoDesc = prometheus.NewDesc("omnishm_shm_scope_info",
-		"A deployment scope: its ring directory, its wakeup scope string when known (--scope), its wake directory.",
-		[]string{"ring_dir", "scope", "wake_dir"}, nil)
-	ringProducerDesc = prometheus.NewDesc("omnishm_shm_ring_producer",
-		"The liveness of a ring's producer by its start time (SPEC §7): 1 for the current state (alive, dead or unknown).",
-		append(ringLabels[:len(ringLabels):len(ringLabels)], "state"), nil)
-	ringCapacityDesc = prometheus.NewDesc("omnishm_shm_ring_capacity_bytes",
-		"A ring's capacity.", ringLabels, nil)
-	ringFileDesc = prometheus.NewDesc("omnishm_shm_ring_file_bytes",
-		"A ring file's size in /dev/shm (capacity plus its 64-byte header).", ringLabels, nil)
-	ringUsedDesc = prometheus.NewDesc("omnishm_shm_ring_used_bytes",
-		"Bytes between a ring's tail and head: frames not reclaimed yet. Absent while the ring is busy.", ringLabels, nil)
-	ringReadyDesc = prometheus.NewDesc("omnishm_shm_ring_ready_frames",
-		"Frames published and not claimed. Absent while the ring is busy.", ringLabels, nil)
-	ringDoneDesc = prometheus.NewDesc("omnishm_shm_ring_done_frames",
-		"Frames claimed or retired, not reclaimed yet. Absent while the ring is busy.", ringLabels, nil)
-	ringOldestDesc = prometheus.NewDesc("omnishm_shm_ring_oldest_ready_age_seconds",
-		"How long the oldest ready frame has been ready, since the first scrape that saw it (a lower bound); 0 without ready frames.", ringLabels, nil)
-	ringPutBytesDesc = prometheus.NewDesc("omnishm_shm_ring_put_bytes_total",
-		"Bytes ever put into a ring (its head position; frame headers, keys and padding included). Absent while busy.", ringLabels, nil)
-	ringReclaimedDesc = prometheus.NewDesc("omnishm_shm_ring_reclaimed_bytes_total",
-		"Bytes a ring's producer has reclaimed (its tail position). Absent while busy.", ringLabels, nil)
-	ringBusyDesc = prometheus.NewDesc("omnishm_shm_ring_busy",
-		"1 when another process held the ring's lock at the scrape, which never waits for it.", ringLabels, nil)
-	ringMarkerDesc = prometheus.NewDesc("omnishm_shm_ring_marker",
-		"1 when the ring's discovery marker exists (receivers find the ring through it).", ringLabels, nil)
-	ringInvalidDesc = prometheus.NewDesc("omnishm_shm_ring_invalid",
-		"1 when the ring's header or frames break the protocol (or the header is not written yet).", ringLabels, nil)
-	ringAgeDesc = prometheus.NewDesc("omnishm_shm_ring_age_seconds",
-		"Time since the ring file was last modified by a write or resize: since its creation.", ringLabels, nil)
-	markersDesc = prometheus.NewDesc("omnishm_shm_markers_without_ring",
-		"Discovery markers whose ring file is gone.", []string{"ring_dir"}, nil)
-	fifosDesc = prometheus.NewDesc("omnishm_shm_fifos",
-		"Wakeup FIFOs of a scope, by stage and whether a process reads them.", []string{"ring_dir", "stage", "reader"}, nil)
-	segmentsDesc = prometheus.NewDesc("omnishm_shm_segments",
-		"Per-key segments (payloads that took the per-key path and are not claimed yet).", nil, nil)
-	segmentBytesDesc = prometheus.NewDesc("omnishm_shm_segment_bytes",
-		"Bytes held by per-key segments.", nil, nil)
-	segmentOldestDesc = prometheus.NewDesc("omnishm_shm_segment_oldest_age_seconds",
-		"Age of the oldest per-key segment; 0 without segments.", nil, nil)
-	locksDesc = prometheus.NewDesc("omnishm_shm_lock_files",
-		"Per-key lock files, by state: segment_pending (its segment exists), no_segment (young), orphan (no segment, older than 60 s).",
-		[]string{"state"}, nil)
-	lockOldestDesc = prometheus.NewDesc("omnishm_shm_lock_file_oldest_age_seconds",
-		"Age of the oldest per-key lock file; 0 without lock files.", nil, nil)
-	orphansDesc = prometheus.NewDesc("omnishm_shm_orphan_candidates",
-		"What `omnishm prune` would consider removing, by kind: rings of dead producers, markers without rings, orphan lock files, FIFOs without readers.",
-		[]string{"kind"}, nil)
-	orphanBytesDesc = prometheus.NewDesc("omnishm_shm_orphan_ring_bytes",
-		"Bytes held by ring files of dead producers.", nil, nil)
-	scanDurationDesc = prometheus.NewDesc("omnishm_shm_scan_duration_seconds",
-		"How long the scrape's scan of /dev/shm took.", nil, nil)
-	scanSuccessDesc = prometheus.NewDesc("omnishm_shm_scan_success",
-		"1 when the scrape's scan of /dev/shm succeeded; without it only the scan metrics are exported.", nil, nil)
-	scanErrorsDesc = prometheus.NewDesc("omnishm_shm_scan_errors_total",
-		"Scans of /dev/shm that failed.", nil, nil)
-)
-
 // StateCollector is a prometheus.Collector of one user's omnishm files in
 // /dev/shm, scanned at each scrape by a shmstate.Tracker: read-only, and
 // never waiting on a lock (a ring whose lock is held is reported busy).
@@ -92,12 +31,72 @@ func NewStateCollector(o shmstate.Options) *StateCollector {
 	return &StateCollector{opts: o}
 }
 
+// The descriptors, in the order Describe sends them.
+var (
+	stateDescs descs
+	ringLabels = []string{"ring_dir", "ring", "from", "to", "pid"}
+
+	scopeInfoDesc = stateDescs.add("omnishm_shm_scope_info",
+		"A deployment scope: its ring directory, its wakeup scope string when known (--scope), its wake directory.",
+		[]string{"ring_dir", "scope", "wake_dir"})
+	ringProducerDesc = stateDescs.add("omnishm_shm_ring_producer",
+		"The liveness of a ring's producer by its start time (SPEC §7): 1 for the current state (alive, dead or unknown).",
+		append(ringLabels[:len(ringLabels):len(ringLabels)], "state"))
+	ringCapacityDesc = stateDescs.add("omnishm_shm_ring_capacity_bytes",
+		"A ring's capacity.", ringLabels)
+	ringFileDesc = stateDescs.add("omnishm_shm_ring_file_bytes",
+		"A ring file's size in /dev/shm (capacity plus its 64-byte header).", ringLabels)
+	ringUsedDesc = stateDescs.add("omnishm_shm_ring_used_bytes",
+		"Bytes between a ring's tail and head: frames not reclaimed yet. Absent while the ring is busy.", ringLabels)
+	ringReadyDesc = stateDescs.add("omnishm_shm_ring_ready_frames",
+		"Frames published and not claimed. Absent while the ring is busy.", ringLabels)
+	ringDoneDesc = stateDescs.add("omnishm_shm_ring_done_frames",
+		"Frames claimed or retired, not reclaimed yet. Absent while the ring is busy.", ringLabels)
+	ringOldestDesc = stateDescs.add("omnishm_shm_ring_oldest_ready_age_seconds",
+		"How long the oldest ready frame has been ready, since the first scrape that saw it (a lower bound); 0 without ready frames.", ringLabels)
+	ringPutBytesDesc = stateDescs.add("omnishm_shm_ring_put_bytes_total",
+		"Bytes ever put into a ring (its head position; frame headers, keys and padding included). Absent while busy.", ringLabels)
+	ringReclaimedDesc = stateDescs.add("omnishm_shm_ring_reclaimed_bytes_total",
+		"Bytes a ring's producer has reclaimed (its tail position). Absent while busy.", ringLabels)
+	ringBusyDesc = stateDescs.add("omnishm_shm_ring_busy",
+		"1 when another process held the ring's lock at the scrape, which never waits for it.", ringLabels)
+	ringMarkerDesc = stateDescs.add("omnishm_shm_ring_marker",
+		"1 when the ring's discovery marker exists (receivers find the ring through it).", ringLabels)
+	ringInvalidDesc = stateDescs.add("omnishm_shm_ring_invalid",
+		"1 when the ring's header or frames break the protocol (or the header is not written yet).", ringLabels)
+	ringAgeDesc = stateDescs.add("omnishm_shm_ring_age_seconds",
+		"Time since the ring file was last modified by a write or resize: since its creation.", ringLabels)
+	markersDesc = stateDescs.add("omnishm_shm_markers_without_ring",
+		"Discovery markers whose ring file is gone.", []string{"ring_dir"})
+	fifosDesc = stateDescs.add("omnishm_shm_fifos",
+		"Wakeup FIFOs of a scope, by stage and whether a process reads them.", []string{"ring_dir", "stage", "reader"})
+	segmentsDesc = stateDescs.add("omnishm_shm_segments",
+		"Per-key segments (payloads that took the per-key path and are not claimed yet).", nil)
+	segmentBytesDesc = stateDescs.add("omnishm_shm_segment_bytes",
+		"Bytes held by per-key segments.", nil)
+	segmentOldestDesc = stateDescs.add("omnishm_shm_segment_oldest_age_seconds",
+		"Age of the oldest per-key segment; 0 without segments.", nil)
+	locksDesc = stateDescs.add("omnishm_shm_lock_files",
+		"Per-key lock files, by state: segment_pending (its segment exists), no_segment (young), orphan (no segment, older than 60 s).",
+		[]string{"state"})
+	lockOldestDesc = stateDescs.add("omnishm_shm_lock_file_oldest_age_seconds",
+		"Age of the oldest per-key lock file; 0 without lock files.", nil)
+	orphansDesc = stateDescs.add("omnishm_shm_orphan_candidates",
+		"What `omnishm prune` would consider removing, by kind: rings of dead producers, markers without rings, orphan lock files, FIFOs without readers, sleepers files whose FIFO is gone or unread.",
+		[]string{"kind"})
+	orphanBytesDesc = stateDescs.add("omnishm_shm_orphan_ring_bytes",
+		"Bytes held by ring files of dead producers.", nil)
+	scanDurationDesc = stateDescs.add("omnishm_shm_scan_duration_seconds",
+		"How long the scrape's scan of /dev/shm took.", nil)
+	scanSuccessDesc = stateDescs.add("omnishm_shm_scan_success",
+		"1 when the scrape's scan of /dev/shm succeeded; without it only the scan metrics are exported.", nil)
+	scanErrorsDesc = stateDescs.add("omnishm_shm_scan_errors_total",
+		"Scans of /dev/shm that failed.", nil)
+)
+
 // Describe implements prometheus.Collector.
 func (c *StateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{scopeInfoDesc, ringProducerDesc, ringCapacityDesc, ringFileDesc, ringUsedDesc,
-		ringReadyDesc, ringDoneDesc, ringOldestDesc, ringPutBytesDesc, ringReclaimedDesc, ringBusyDesc, ringMarkerDesc,
-		ringInvalidDesc, ringAgeDesc, markersDesc, fifosDesc, segmentsDesc, segmentBytesDesc, segmentOldestDesc,
-		locksDesc, lockOldestDesc, orphansDesc, orphanBytesDesc, scanDurationDesc, scanSuccessDesc, scanErrorsDesc} {
+	for _, d := range stateDescs {
 		ch <- d
 	}
 }
@@ -160,7 +159,7 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(ch, lockOldestDesc, seconds(oldest))
 	o := st.Orphans()
-	for kind, n := range map[string]int{"ring": o.Rings, "marker": o.Markers, "lock": o.Locks, "fifo": o.FIFOs} {
+	for kind, n := range map[string]int{"ring": o.Rings, "marker": o.Markers, "lock": o.Locks, "fifo": o.FIFOs, "sleepers": o.Sleepers} {
 		gauge(ch, orphansDesc, float64(n), kind)
 	}
 	gauge(ch, orphanBytesDesc, float64(o.RingBytes))

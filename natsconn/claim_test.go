@@ -127,8 +127,7 @@ func TestWaitClaimedByAnotherConnectorAndItsContext(t *testing.T) {
 }
 
 func TestClaimedRefusesOtherDescriptors(t *testing.T) {
-	ts := startServer(t)
-	sender, _ := edge(t, ts)
+	sender, _ := edge(t, startServer(t))
 	d := mustPut(t, sender, "0", "1", "k", codes(1, 1))
 	otherBucket := *d.Nats
 	otherBucket.Bucket = "elsewhere"
@@ -155,8 +154,7 @@ func TestClaimedRefusesOtherDescriptors(t *testing.T) {
 // Close ends a wait under way: the publication it retires is reported so,
 // or the connector as closed.
 func TestWaitClaimedEndsWithClose(t *testing.T) {
-	ts := startServer(t)
-	sender, _ := edge(t, ts)
+	sender, _ := edge(t, startServer(t))
 	d := mustPut(t, sender, "0", "1", "k", codes(1, 1))
 	done := waitClaimedAsync(sender, context.Background(), d)
 	sender.Close()

@@ -51,20 +51,9 @@ func Example() {
 // A producer stays until a receiver has claimed its publication, as
 // `omnishm send` does.
 func ExampleConnector_WaitClaimed() {
-	url, stop, err := natsconn.StartEmbedded("")
-	if err != nil {
-		log.Fatal(err)
-	}
+	producer, consumer, stop := startEdge()
 	defer stop()
-	producer, err := natsconn.Open(natsconn.Options{URL: url})
-	if err != nil {
-		log.Fatal(err)
-	}
 	defer producer.Close()
-	consumer, err := natsconn.Open(natsconn.Options{URL: url, StageID: "1"})
-	if err != nil {
-		log.Fatal(err)
-	}
 	defer consumer.Close()
 
 	_, desc, err := producer.Put("0", "1", "greeting", map[string]any{"text": "hello"})
@@ -86,4 +75,23 @@ func ExampleConnector_WaitClaimed() {
 	// Output:
 	// hello <nil>
 	// true
+}
+
+// startEdge starts an embedded server and opens stages 0 and 1 on it, as
+// Example does; stop stops the server.
+func startEdge() (producer, consumer *natsconn.Connector, stop func()) {
+	url, stop, err := natsconn.StartEmbedded("")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if producer, err = natsconn.Open(natsconn.Options{URL: url, StageID: "0"}); err != nil {
+		stop()
+		log.Fatal(err)
+	}
+	if consumer, err = natsconn.Open(natsconn.Options{URL: url, StageID: "1"}); err != nil {
+		producer.Close()
+		stop()
+		log.Fatal(err)
+	}
+	return producer, consumer, stop
 }

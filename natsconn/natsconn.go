@@ -533,8 +533,19 @@ func (c *Connector) Stage() connector.Stage { return c.opts.StageID }
 // from->StageID, ctx ends (ctx.Err()), or the server has been unreachable
 // for the configured timeout (ErrUnreachable). It sleeps on the watch of
 // the stage's entries; it asks the server only when it starts, when a
-// publication arrives, and after a reconnect.
+// publication arrives, and after a reconnect. When ctx's deadline passes
+// first the error is a *connector.RecvTimeoutError (errors.Is
+// context.DeadlineExceeded), naming the bucket, stream and subject, whose
+// Saw asks the server what the edge holds when it is first read.
 func (c *Connector) Recv(ctx context.Context, from, key string) (any, int, error) {
+	v, size, err := c.recv(ctx, from, key)
+	if err != nil && err == ctx.Err() && errors.Is(err, context.DeadlineExceeded) {
+		return nil, 0, c.recvTimeout(from, key, err)
+	}
+	return v, size, err
+}
+
+func (c *Connector) recv(ctx context.Context, from, key string) (any, int, error) {
 	if c.opts.StageID == connector.NoStage {
 		return nil, 0, fmt.Errorf("natsconn: recv %q: %w: this connector has no Options.StageID", keys.Shorten(key), connector.ErrBadStage)
 	}

@@ -19,14 +19,14 @@ import (
 	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/descriptor"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/tensor"
 	"omnishm/wire"
 )
 
 func TestPutGet(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	size, d, err := sender.Put("0", "1", "req-1_0_0", codes(56, 100))
 	if err != nil {
 		t.Fatal(err)
@@ -95,8 +95,7 @@ func TestPayloadBytesAreTheRings(t *testing.T) {
 }
 
 func TestSourceCanBeReusedAsSoonAsPutReturns(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	src, _ := tensor.FromSlice([]int64{1, 2, 3})
 	mustPut(t, sender, "0", "1", "reuse", map[string]any{"codes": src})
 	clear(src.Data)
@@ -130,8 +129,7 @@ func TestReplaceUnclaimed(t *testing.T) {
 }
 
 func TestStaleDescriptorNeverReadsANewerPublication(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	old := mustPut(t, sender, "0", "1", "stale", codes(3, 1))
 	fresh := mustPut(t, sender, "0", "1", "stale", codes(3, 2))
 	if fresh.Nats.Revision <= old.Nats.Revision {
@@ -161,8 +159,7 @@ func TestStaleDescriptorNeverReadsANewerPublication(t *testing.T) {
 }
 
 func TestDescriptorsOfOtherPublications(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	d := mustPut(t, sender, "0", "1", "mine", codes(3, 1))
 	otherBucket := d
 	otherBucket.Nats = &descriptor.NatsHandle{Bucket: "elsewhere", Key: d.Nats.Key, Revision: d.Nats.Revision, Size: d.Size}
@@ -225,8 +222,7 @@ func TestCleanupAndCleanupPrefixExactness(t *testing.T) {
 // A replace after a claim is a put like any other; a replace before it
 // retires the replaced put's object at once.
 func TestCleanupAfterReplaceRetiresTheNewest(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	mustPut(t, sender, "0", "1", "r", codes(1, 1))
 	mustGet(t, receiver, "0", "1", "r", nil)
 	mustPut(t, sender, "0", "1", "r", codes(1, 2))
@@ -237,8 +233,7 @@ func TestCleanupAfterReplaceRetiresTheNewest(t *testing.T) {
 }
 
 func TestKeysNATSCannotHold(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	long := strings.Repeat("é", 118) // 236 bytes: the longest key segments allow
 	keys := []string{"a.b", "a*b", ">", "a b", "k=v", "ünï", "tab\tkey", "$KV.x", "...", long}
 	edges := [][2]string{{"0", "1"}, {"encoder", "decoder.v2"}, {"", "1"}}
@@ -357,8 +352,7 @@ func TestReplacingAnObjectPayloadDeletesTheReplacedObject(t *testing.T) {
 }
 
 func TestRecvIsWokenByTheWatch(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	type result struct {
 		v   any
 		err error
@@ -399,8 +393,7 @@ func TestRecvIsWokenByTheWatch(t *testing.T) {
 }
 
 func TestRecvFindsAnEarlierPutAndEndsWithItsContext(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	mustPut(t, sender, "0", "1", "early", codes(1, 5))
 	v, _, err := receiver.Recv(context.Background(), "0", "early")
 	if err != nil || values(t, v)[0] != 5 {
@@ -428,6 +421,59 @@ func TestRecvFindsAnEarlierPutAndEndsWithItsContext(t *testing.T) {
 	if _, _, ok, err := receiver.GetWithDeadline("0", "1", "late", nil, time.Now().Add(wait)); !ok || err != nil {
 		t.Fatalf("deadline get: ok=%v err=%v", ok, err)
 	}
+}
+
+// A Recv whose deadline passes says where it looked (bucket, stream,
+// subject) and what the server holds there: the key's entry, other keys on
+// the edge, the key on another edge, other buckets, a deleted stream, an
+// unreachable server. It still matches context.DeadlineExceeded.
+func TestRecvTimeoutSaysWhatItSaw(t *testing.T) {
+	ts := startServer(t)
+	sender, receiver := edge(t, ts)
+	openConn(t, ts.url(), bucket(t), "5") // another bucket
+	recvTimeout := func(key string) *connector.RecvTimeoutError {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, _, err := receiver.Recv(ctx, "0", key)
+		te, ok := errors.AsType[*connector.RecvTimeoutError](err)
+		if !ok || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("recv %q: %v, want a RecvTimeoutError", key, err)
+		}
+		return te
+	}
+	contains := func(te *connector.RecvTimeoutError, wants ...string) {
+		t.Helper()
+		for _, w := range wants {
+			if !strings.Contains(te.Error(), w) {
+				t.Errorf("%s\nwant %q in it", te, w)
+			}
+		}
+	}
+	mustPut(t, sender, "0", "1", "other", codes(1, 1))
+	mustPut(t, sender, "0", "2", "k", codes(1, 2))
+	b := receiver.opts.Bucket
+	te := recvTimeout("k")
+	if te.From != "0" || te.To != "1" || te.Key != "k" {
+		t.Errorf("edge %s->%s key %q", te.From, te.To, te.Key)
+	}
+	contains(te, fmt.Sprintf("bucket %q, stream KV_%s, subject $KV.%s.0.1.k:", b, b, b),
+		"no entry for the key", "1 unclaimed publication of another key on the edge (other)",
+		"the key unclaimed on edge 0->2", "other buckets on the server (")
+
+	mustPut(t, sender, "0", "1", "k", codes(1, 3))
+	mustGet(t, openConn(t, ts.url(), b, "1"), "0", "1", "k", nil)
+	contains(recvTimeout("k"), "claimed already")
+
+	_, js := client(t, ts.url())
+	if err := js.DeleteKeyValue(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	contains(recvTimeout("k"), "no stream KV_"+b)
+
+	ts.stop()
+	shmtest.Eventually(t, wait, "the receiver to see the server gone", func() bool { up, _, _, _ := receiver.link.state(); return !up })
+	contains(recvTimeout("k"), "the server is unreachable")
 }
 
 // Many receivers in this process, each with its own connection, race for
@@ -510,8 +556,7 @@ func TestUnclaimedPayloadsExpire(t *testing.T) {
 }
 
 func TestCloseRetiresUnclaimedPublications(t *testing.T) {
-	ts := startServer(t)
-	sender, receiver := edge(t, ts)
+	sender, receiver := edge(t, startServer(t))
 	mustPut(t, sender, "0", "1", "left", codes(1, 1))
 	mustPut(t, sender, "0", "1", "taken", codes(1, 2))
 	mustGet(t, receiver, "0", "1", "taken", nil)
@@ -533,26 +578,18 @@ func TestCloseRetiresUnclaimedPublications(t *testing.T) {
 func TestNewFromConfig(t *testing.T) {
 	ts := startServer(t)
 	b := bucket(t)
-	cfg, err := config.Parse([]byte(`
+	tr, remote := conntest.FromConfig(t, `
 connectors:
   remote:
     name: NatsConnector
     extra:
-      url: ` + ts.url() + `
-      bucket: ` + b + `
+      url: `+ts.url()+`
+      bucket: `+b+`
       max_age: 90s
       timeout: 3s
       storage: memory
       stage_id: 1
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := connector.New(cfg.Connectors["remote"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+`, "remote")
 	c := tr.(*Connector)
 	want := Options{URL: ts.url(), Bucket: b, ObjectStore: b + "_large", MaxAge: 90 * time.Second, Timeout: 3 * time.Second, Replicas: 1, Memory: true, StageID: "1"}
 	if c.Options() != want {
@@ -564,7 +601,7 @@ connectors:
 	if err != nil || values(t, v)[0] != 3 {
 		t.Fatalf("recv: %v %v", v, err)
 	}
-	bad := cfg.Connectors["remote"]
+	bad := remote
 	bad.Extra.Nats.Replicas = 9
 	if _, err := connector.New(bad); !errors.Is(err, config.ErrInvalid) {
 		t.Fatalf("invalid configuration: %v", err)

@@ -29,9 +29,7 @@ func TestCrossProcessPutAndGet(t *testing.T) {
 	p.Send(t, "put left 3 7")
 	p.Line(t, wait)
 	p.Send(t, "close")
-	if l := p.Line(t, wait); l != "closed" {
-		t.Fatal(l)
-	}
+	p.Expect(t, wait, "closed")
 	missing(t, receiver, "0", "1", "left", nil)
 
 	// The parent produces, a child receives with the descriptor.
@@ -40,12 +38,8 @@ func TestCrossProcessPutAndGet(t *testing.T) {
 	r := shmtest.Start(t, "get", ts.url(), b, "xproc-back", d2.String())
 	r.Line(t, wait)
 	r.Send(t, "go")
-	if l := r.Line(t, wait); l != "[7,8,9,10,11]" {
-		t.Fatalf("child received %s", l)
-	}
-	if err := r.Wait(t, wait); err != nil {
-		t.Fatal(err)
-	}
+	r.Expect(t, wait, "[7,8,9,10,11]")
+	r.Exited(t, wait)
 }
 
 func TestCompetingReceiverProcessesClaimExactlyOnce(t *testing.T) {
@@ -60,9 +54,7 @@ func TestCompetingReceiverProcessesClaimExactlyOnce(t *testing.T) {
 		procs = append(procs, shmtest.Start(t, "claim", ts.url(), sender.opts.Bucket, "shared_", strconv.Itoa(keys)))
 	}
 	for _, p := range procs {
-		if l := p.Line(t, wait); l != "ready" {
-			t.Fatal(l)
-		}
+		p.Expect(t, wait, "ready")
 	}
 	// Every child tries every key, all at once.
 	for _, p := range procs {
@@ -83,9 +75,7 @@ func TestCompetingReceiverProcessesClaimExactlyOnce(t *testing.T) {
 				t.Errorf("shared_%d: value %d", i, v)
 			}
 		}
-		if err := p.Wait(t, wait); err != nil {
-			t.Fatal(err)
-		}
+		p.Exited(t, wait)
 	}
 	// The first child to try a key finds it: none is lost.
 	if len(owner) != keys {
@@ -97,15 +87,9 @@ func TestRecvInAChildEndsWithAPut(t *testing.T) {
 	ts := startServer(t)
 	b := bucket(t)
 	r := shmtest.Start(t, "recv", ts.url(), b, "wake", "60s")
-	if l := r.Line(t, wait); l != "waiting" {
-		t.Fatal(l)
-	}
+	r.Expect(t, wait, "waiting")
 	sender := openConn(t, ts.url(), b, "0")
 	mustPut(t, sender, "0", "1", "wake", codes(3, 42))
-	if l := r.Line(t, wait); l != "got 42" {
-		t.Fatal(l)
-	}
-	if err := r.Wait(t, wait); err != nil {
-		t.Fatal(err)
-	}
+	r.Expect(t, wait, "got 42")
+	r.Exited(t, wait)
 }

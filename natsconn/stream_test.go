@@ -16,8 +16,7 @@ import (
 // The stream package over NATS: interleaved requests, each read in order by
 // its own Reader sleeping in Recv, all sharing one receiving connector.
 func TestStreamOverNats(t *testing.T) {
-	ts := startServer(t)
-	producer, receiver := edge(t, ts)
+	producer, receiver := edge(t, startServer(t))
 	const requests, chunks = 6, 20
 	s, err := stream.NewSender(producer, "0", "1", stream.SenderOptions{QueueLimit: 8})
 	if err != nil {
@@ -82,8 +81,7 @@ func TestStreamOverNats(t *testing.T) {
 // whose reader took chunk 0, release reclaims exactly chunks 1 and 2;
 // requests whose ids share the prefix keep theirs.
 func TestStreamReleaseOverNats(t *testing.T) {
-	ts := startServer(t)
-	producer, receiver := edge(t, ts)
+	producer, receiver := edge(t, startServer(t))
 	s, err := stream.NewSender(producer, "0", "1", stream.SenderOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -8,21 +8,19 @@ import (
 
 func TestParseStartTime(t *testing.T) {
 	cases := []struct {
-		name string
-		stat string
-		want uint64
-		ok   bool
+		name, stat string
+		want       uint64 // 0: an error
 	}{
-		{"plain", "12 (sleep) S 1 12 12 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 0 0", 98765, true},
-		{"name with spaces and parens", "12 (a) b) (c) S 1 12 12 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 4242 0", 4242, true},
-		{"no paren", "12 sleep S 1", 0, false},
-		{"short", "12 (x) S 1 2 3", 0, false},
-		{"not a number", "12 (x) S 1 12 12 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 zz 0", 0, false},
+		{"plain", "12 (sleep) S 1 12 12 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 0 0", 98765},
+		{"name with spaces and parens", "12 (a) b) (c) S 1 12 12 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 4242 0", 4242},
+		{"no paren", "12 sleep S 1", 0},
+		{"short", "12 (x) S 1 2 3", 0},
+		{"not a number", "12 (x) S 1 12 12 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 zz 0", 0},
 	}
 	for _, c := range cases {
 		got, err := ParseStartTime([]byte(c.stat))
-		if (err == nil) != c.ok || got != c.want {
-			t.Errorf("%s: %d, %v; want %d, ok %v", c.name, got, err, c.want, c.ok)
+		if (err == nil) != (c.want != 0) || got != c.want {
+			t.Errorf("%s: %d, %v; want %d", c.name, got, err, c.want)
 		}
 	}
 }

@@ -71,3 +71,41 @@ func Claimed(h descriptor.RingHandle) (bool, error) {
 	}
 	return done, nil
 }
+
+// Claimed is the package's Claimed for the Transport's producer: a
+// publication of one of its own rings is read from its mapping, under the
+// producer's mutex (its puts alone move tail), with no system call; any
+// other from its file (Claimed).
+func (t *Transport) Claimed(h descriptor.RingHandle) (bool, error) {
+	if list := t.owned.Load(); list != nil {
+		for _, p := range *list {
+			if p.name == h.Name {
+				if done, ok, err := p.claimed(h); ok {
+					return done, err
+				}
+				break
+			}
+		}
+	}
+	return Claimed(h)
+}
+
+// claimed is Transport.Claimed on p's mapping; ok=false once p is closed
+// (its file then tells: gone, every frame retired).
+func (p *producer) claimed(h descriptor.RingHandle) (done, ok bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false, false, nil
+	}
+	hdr := Header{Capacity: p.m.capacity, Head: p.m.head(), Tail: p.m.tail()}
+	var fh []byte
+	if hdr.Tail <= h.Position && h.Position < hdr.Head {
+		off := h.Position % hdr.Capacity
+		fh = p.m.data[off:min(off+frameHeaderSize, hdr.Capacity)]
+	}
+	if done, err = claimed(hdr, hdr.Tail, h.Position, h.Size, fh); err != nil {
+		return false, true, fmt.Errorf("ring: claimed %s@%d: %w", p.path, h.Position, err)
+	}
+	return done, true, nil
+}

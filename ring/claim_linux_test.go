@@ -9,11 +9,16 @@ import (
 	"omnishm/scope"
 )
 
-func mustClaimed(t *testing.T, d descriptor.RingHandle, want bool) {
+// mustClaimed checks Claimed from the file and, the same, from the
+// producer's own Transport p (its mapping, while the ring is open).
+func mustClaimed(t *testing.T, p *Transport, d descriptor.RingHandle, want bool) {
 	t.Helper()
 	got, err := Claimed(d)
 	if err != nil || got != want {
 		t.Fatalf("Claimed(%+v) = %v, %v; want %v", d, got, err, want)
+	}
+	if got, err := p.Claimed(d); err != nil || got != want {
+		t.Fatalf("the producer's Claimed(%+v) = %v, %v; want %v", d, got, err, want)
 	}
 }
 
@@ -25,7 +30,7 @@ func TestClaimedByAnotherProcess(t *testing.T) {
 	mustPut(t, p, "0", "1", "before", []byte{1}) // frames before and after the one watched
 	d := mustPut(t, p, "0", "1", "watched", []byte{2, 3})
 	mustPut(t, p, "0", "1", "after", []byte{4})
-	mustClaimed(t, d, false)
+	mustClaimed(t, p, d, false)
 
 	holder := shmtest.HoldLock(t, scope.ShmDir+"/"+d.Name)
 	withoutWaiting(t, "Claimed", func() error {
@@ -38,22 +43,14 @@ func TestClaimedByAnotherProcess(t *testing.T) {
 	holder.Release(t)
 
 	child := shmtest.Start(t, "receiver", sc, "watched")
-	if l := child.Line(t, wait); l != "ready" {
-		t.Fatalf("child: %q", l)
-	}
-	mustClaimed(t, d, false)
+	child.Expect(t, wait, "ready")
+	mustClaimed(t, p, d, false)
 	child.Send(t, "go")
-	if l := child.Line(t, wait); l != "got 0203" {
-		t.Fatalf("child: %q", l)
-	}
-	mustClaimed(t, d, true)
+	child.Expect(t, wait, "got 0203")
+	mustClaimed(t, p, d, true)
 	child.Send(t, "stop")
-	if l := child.Line(t, wait); l != "claims=1" {
-		t.Fatalf("child: %q", l)
-	}
-	if err := child.Wait(t, wait); err != nil {
-		t.Fatal(err)
-	}
+	child.Expect(t, wait, "claims=1")
+	child.Exited(t, wait)
 }
 
 // A frame retired by its producer, reclaimed, or in a ring that is gone is
@@ -63,11 +60,11 @@ func TestClaimedRetiredReclaimedGone(t *testing.T) {
 	_, p, r := pair(t, 4096)
 	replaced := mustPut(t, p, "0", "1", "k", []byte{1})
 	mustPut(t, p, "0", "1", "k", []byte{2})
-	mustClaimed(t, replaced, true)
+	mustClaimed(t, p, replaced, true)
 	mustGet(t, r, "0", "1", "k", nil) // so that tail can pass it below
 	cancelled := mustPut(t, p, "0", "1", "cancelled", []byte{3})
 	p.Cancel("cancelled")
-	mustClaimed(t, cancelled, true)
+	mustClaimed(t, p, cancelled, true)
 	got := mustPut(t, p, "0", "1", "got", []byte{4})
 	mustGet(t, r, "0", "1", "got", nil)
 	for i := range 40 { // wrap: tail passes every frame above
@@ -75,9 +72,9 @@ func TestClaimedRetiredReclaimedGone(t *testing.T) {
 		mustPut(t, p, "0", "1", key, codes(i))
 		mustGet(t, r, "0", "1", key, nil)
 	}
-	mustClaimed(t, got, true)
+	mustClaimed(t, p, got, true)
 	pending := mustPut(t, p, "0", "1", "pending", []byte{5})
-	mustClaimed(t, pending, false)
+	mustClaimed(t, p, pending, false)
 
 	for name, d := range map[string]descriptor.RingHandle{
 		"beyond head":  {Name: pending.Name, Position: pending.Position + 4096, Size: 1},
@@ -86,14 +83,16 @@ func TestClaimedRetiredReclaimedGone(t *testing.T) {
 		"not a ring":   {Name: "../etc/passwd", Position: 0, Size: 1},
 		"another user": {Name: "omni_shm_ring_v1_1_x", Position: 0, Size: 1},
 	} {
-		if c, err := Claimed(d); err == nil || c {
-			t.Errorf("%s: Claimed = %v, %v; want an error", name, c, err)
-		} else if !errors.Is(err, descriptor.ErrBad) && !errors.Is(err, ErrName) && !errors.Is(err, ErrCorrupt) {
-			t.Errorf("%s: error %v wraps no sentinel", name, err)
+		for _, claimed := range []func(descriptor.RingHandle) (bool, error){Claimed, p.Claimed} {
+			if c, err := claimed(d); err == nil || c {
+				t.Errorf("%s: Claimed = %v, %v; want an error", name, c, err)
+			} else if !errors.Is(err, descriptor.ErrBad) && !errors.Is(err, ErrName) && !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s: error %v wraps no sentinel", name, err)
+			}
 		}
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	mustClaimed(t, pending, true)
+	mustClaimed(t, p, pending, true)
 }

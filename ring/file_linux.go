@@ -169,6 +169,15 @@ func attachRing(path string, c *counters) (_ *mapping, h Header, id fileID, err 
 		if err == unix.ENOENT {
 			return nil, h, id, errGone
 		}
+		if err == unix.EACCES || err == unix.EPERM {
+			// Another user's file at a ring's name: rejected, and remembered
+			// as it is, not tried again on every get.
+			var st unix.Stat_t
+			if unix.Lstat(path, &st) == nil {
+				id = idOf(&st)
+			}
+			return nil, h, id, fmt.Errorf("ring: attach %s: %w: not a ring file of this user (%w)", path, ErrCorrupt, err)
+		}
 		return nil, h, id, fmt.Errorf("ring: open %s: %w", path, err)
 	}
 	m := &mapping{fd: fd}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"omnishm/descriptor"
 	"os"
 	"path/filepath"
@@ -492,5 +493,47 @@ func TestIndexSince(t *testing.T) {
 		if !slices.Equal(got, c.want) || ix.indexedSince(c.pos) != (len(c.want) > 0) {
 			t.Errorf("since(%d) = %q (indexedSince %v), want %q", c.pos, got, ix.indexedSince(c.pos), c.want)
 		}
+	}
+}
+
+// scanFor returns the newest ready frame of the wanted key without
+// indexing it, and indexes every other ready frame as scan does.
+func TestScanForLeavesTheWantedKeyOut(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		put     []string // in order; a key put twice has two ready frames
+		want    string
+		found   bool
+		at      int      // index into put of the frame returned
+		indexed []string // sorted
+	}{
+		{"only the wanted", []string{"k"}, "k", true, 0, nil},
+		{"among others", []string{"a", "k", "b"}, "k", true, 1, []string{"a", "b"}},
+		{"the newest of two", []string{"k", "a", "k"}, "k", true, 2, []string{"a"}},
+		{"absent", []string{"a", "b"}, "k", false, 0, []string{"a", "b"}},
+		{"none wanted", []string{"a", "k"}, "", false, 0, []string{"a", "k"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newMemRing(4096)
+			var positions []uint64
+			for _, k := range c.put {
+				pos, ok := r.put(k, []byte("payload"))
+				if !ok {
+					t.Fatal("put refused")
+				}
+				positions = append(positions, pos)
+			}
+			pos, found, err := r.ix.scanFor(r.data(), r.head(), r.tail(), c.want)
+			if err != nil || found != c.found || found && pos != positions[c.at] {
+				t.Fatalf("scanFor = %d, %v, %v; want %v at %d", pos, found, err, c.found, positions[c.at])
+			}
+			got := slices.Sorted(maps.Keys(r.ix.byKey))
+			if !slices.Equal(got, c.indexed) {
+				t.Errorf("indexed %q, want %q", got, c.indexed)
+			}
+			if r.ix.cursor != r.head() || r.ix.frames != uint64(len(c.put)) {
+				t.Errorf("cursor %d frames %d, want %d and %d", r.ix.cursor, r.ix.frames, r.head(), len(c.put))
+			}
+		})
 	}
 }

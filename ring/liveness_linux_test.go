@@ -57,9 +57,7 @@ func TestDeadProducerFramesNeverDelivered(t *testing.T) {
 			}
 			if how == "exit" {
 				child.Send(t, "exit")
-				if err := child.Wait(t, wait); err != nil {
-					t.Fatal(err)
-				}
+				child.Exited(t, wait)
 			} else {
 				child.Kill()
 			}

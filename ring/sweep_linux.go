@@ -221,3 +221,32 @@ func (t *Transport) forwardExit(r *reader) {
 	case <-r.end:
 	}
 }
+
+// Unswept reports, without a system call, whether a Sweep of edge from->to
+// may find frames the last one did not: an attached ring's head moved
+// since its last sweep, its producer is gone, or discovery is not current
+// (a producer may be new). A receiver that announced a sleep
+// (wake.Receiver.BeginSleep) asks it before it sleeps: a producer that
+// skipped that receiver's wakeup (wake.Notifier.NotifyRing) published
+// before the announcement, so its frame shows here.
+func (t *Transport) Unswept(from, to string) bool {
+	readers, current, ok := t.snapshot(from, to)
+	if !ok {
+		return false
+	}
+	if !current {
+		return true
+	}
+	for _, r := range readers {
+		if r.unswept() {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *reader) unswept() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.closed && (r.gone() || r.m.head() != r.swept)
+}

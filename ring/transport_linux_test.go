@@ -460,9 +460,7 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 	d := mustPut(t, p, "0", "1", key, codes(7))
 	children := []*shmtest.Proc{shmtest.Start(t, "receiver", sc, key), shmtest.Start(t, "receiver", sc, key)}
 	for _, c := range children {
-		if l := c.Line(t, wait); l != "ready" {
-			t.Fatalf("child: %q", l)
-		}
+		c.Expect(t, wait, "ready")
 	}
 	for _, c := range children {
 		c.Send(t, "go")
@@ -506,9 +504,7 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 		t.Fatalf("claimed %d times", total)
 	}
 	for _, c := range children {
-		if err := c.Wait(t, wait); err != nil {
-			t.Fatal(err)
-		}
+		c.Exited(t, wait)
 	}
 	if _, err := os.Stat(scope.ShmDir + "/" + d.Name); err != nil {
 		t.Fatalf("receivers removed the producer's ring: %v", err)
@@ -631,6 +627,30 @@ func TestFailedWritePublishesNothing(t *testing.T) {
 		}
 		if got := mustGet(t, r, "0", "1", "next", nil); string(got) != "x" {
 			t.Fatalf("got %q", got)
+		}
+	}
+}
+
+// A decode that declines a frame (ErrDeclined: the receiver's supplied
+// memory is too small) leaves it ready, found again by the next receive,
+// by key or by descriptor.
+func TestDeclinedFrameStaysReady(t *testing.T) {
+	_, p, r := pair(t, 4096)
+	decline := func(Kind, []byte) (any, error) { return nil, fmt.Errorf("no room: %w", ErrDeclined) }
+	for _, byDesc := range []bool{false, true} {
+		key := fmt.Sprintf("declined%v", byDesc)
+		d := mustPut(t, p, "0", "1", key, codes(1))
+		var desc *descriptor.RingHandle
+		if byDesc {
+			desc = &d
+		}
+		for range 2 {
+			if _, ok, err := r.Receive("0", "1", key, desc, decline); ok || !errors.Is(err, ErrDeclined) {
+				t.Fatalf("declined receive: ok=%v %v", ok, err)
+			}
+		}
+		if got := mustGet(t, r, "0", "1", key, desc); !bytes.Equal(got, codes(1)) {
+			t.Fatalf("%s: wrong value after declines", key)
 		}
 	}
 }

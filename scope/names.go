@@ -106,11 +106,40 @@ func FIFOName(stage, id string) string { return stage + "_" + id }
 // they never open it while it has no reader.
 func TempFIFOName(id string) string { return tempFIFO + id }
 
+// IsTempFIFO reports whether name is a receiver's temporary FIFO
+// (TempFIFOName): one a receiver killed between creating and renaming it
+// leaves behind, with no reader.
+func IsTempFIFO(name string) bool {
+	id, ok := strings.CutPrefix(name, tempFIFO)
+	return ok && id != "" && IsHex(id)
+}
+
 // SleepersName is the name, in the wake directory, of the Go-only file in
 // which the receiver of FIFO fifoName counts the goroutines asleep on it
 // (package wake): .sleepers_{fifo name}. No producer's "{stage}_*" matches
 // it; Python peers never look at it.
 func SleepersName(fifoName string) string { return sleepersFile + fifoName }
+
+// SleepersFIFO returns the FIFO name a sleepers file name belongs to (the
+// inverse of SleepersName), or false if name is not one.
+func SleepersFIFO(name string) (string, bool) {
+	fifo, ok := strings.CutPrefix(name, sleepersFile)
+	if _, isFIFO := FIFOStage(fifo); !ok || !isFIFO {
+		return "", false
+	}
+	return fifo, true
+}
+
+// TempFIFOOf is the name a receiver creates FIFO fifoName under before it
+// publishes it (TempFIFOName of the same id), or false if fifoName is not
+// a FIFO name.
+func TempFIFOOf(fifoName string) (string, bool) {
+	_, id, ok := strings.Cut(fifoName, "_")
+	if _, isFIFO := FIFOStage(fifoName); !ok || !isFIFO {
+		return "", false
+	}
+	return TempFIFOName(id), true
+}
 
 // FIFOStage returns the stage of a wake FIFO name {stage}_{uuid4 hex}.
 func FIFOStage(name string) (string, bool) {

@@ -89,6 +89,20 @@ func TestBuiltNamesParseBack(t *testing.T) {
 	if _, ok := FIFOStage(SleepersName(FIFOName("1", id))); ok {
 		t.Error("FIFOStage(SleepersName) is a FIFO's")
 	}
+	if f, ok := SleepersFIFO(SleepersName(FIFOName("1", id))); !ok || f != FIFOName("1", id) {
+		t.Errorf("SleepersFIFO(SleepersName) = %q, %v", f, ok)
+	}
+	for _, bad := range []string{FIFOName("1", id), SleepersName("x_" + id), SleepersName(TempFIFOName(id)), ".sleepers_"} {
+		if _, ok := SleepersFIFO(bad); ok {
+			t.Errorf("SleepersFIFO(%q) is a sleepers file's", bad)
+		}
+	}
+	if tmp, ok := TempFIFOOf(FIFOName("3", id)); !ok || tmp != TempFIFOName(id) {
+		t.Errorf("TempFIFOOf = %q, %v", tmp, ok)
+	}
+	if _, ok := TempFIFOOf(TempFIFOName(id)); ok {
+		t.Error("TempFIFOOf(TempFIFOName)")
+	}
 	if k, ok := LockKey(LockName("req_1")); !ok || k != "req_1" {
 		t.Errorf("LockKey(LockName) = %q, %v", k, ok)
 	}

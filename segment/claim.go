@@ -21,7 +21,8 @@ import (
 // A segment that was claimed but is corrupt is removed and reported as an
 // error wrapping ErrCorrupt. Only this user's regular files are taken: a
 // symlink, a FIFO or another user's file at the segment's or the lock
-// file's name is an error wrapping ErrUnsafe, with nothing read or removed.
+// file's name, or one this process may not open (EACCES), is an error
+// wrapping ErrUnsafe, with nothing read or removed.
 // A bad key is an error wrapping keys.ErrBadKey.
 func Claim(dir, key string) (data []byte, ok bool, err error) {
 	return Claimer{Dir: dir}.Claim(key)

@@ -44,9 +44,7 @@ func TestClaimed(t *testing.T) {
 		{"claimed and published again by another producer", func(t *testing.T, _ *Producer, key string) bool {
 			mustClaim(t, "", key)
 			other := shmtest.Start(t, "put", key, "10", "1")
-			if l := other.Line(t, wait); l != "put" {
-				t.Fatalf("other producer: %s", l)
-			}
+			other.Expect(t, wait, "put")
 			t.Cleanup(func() {
 				mustClaim(t, "", key)
 				other.Send(t, "close")

@@ -39,6 +39,10 @@ var ErrUnsafe = errors.New("not a regular file of this user")
 var errNotRegular = fmt.Errorf("%w: not a regular file", ErrUnsafe)
 
 // foreign is the error about a file of another user.
+// denied is ErrUnsafe for a file this process may not open (EACCES, EPERM):
+// another user's, whatever its owner field says by the time we look.
+func denied(err error) error { return fmt.Errorf("%w: %w", ErrUnsafe, err) }
+
 func foreign(uid int) error { return fmt.Errorf("%w: it belongs to uid %d", ErrUnsafe, uid) }
 
 // pathError keeps errno values comparable with errors.Is (fs.ErrNotExist,

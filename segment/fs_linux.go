@@ -44,6 +44,8 @@ func lockFile(path string, wait bool) (int, fileInfo, error) {
 			return -1, fileInfo{}, errGone
 		case err == unix.ELOOP:
 			return -1, fileInfo{}, pathError("open", path, fmt.Errorf("%w: a symlink", ErrUnsafe))
+		case err == unix.EACCES || err == unix.EPERM:
+			return -1, fileInfo{}, pathError("open", path, denied(err))
 		case err != nil:
 			return -1, fileInfo{}, pathError("open", path, err)
 		}
@@ -223,6 +225,8 @@ func readSegment(path string, alloc func(n int) ([]byte, error)) ([]byte, error)
 		return nil, errGone
 	case err == unix.ELOOP:
 		return nil, pathError("open", path, fmt.Errorf("%w: a symlink", ErrUnsafe))
+	case err == unix.EACCES || err == unix.EPERM:
+		return nil, pathError("open", path, denied(err))
 	case err != nil:
 		return nil, pathError("open", path, err)
 	}

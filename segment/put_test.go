@@ -78,9 +78,7 @@ func TestPutInOneProcessClaimInAnother(t *testing.T) {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			key := shmtest.Key("xproc")
 			child := shmtest.Start(t, "put", key, strconv.Itoa(size), "7")
-			if l := child.Line(t, wait); l != "put" {
-				t.Fatalf("producer: %s", l)
-			}
+			child.Expect(t, wait, "put")
 			got := mustClaim(t, "", key)
 			if !bytes.Equal(got, shmtest.Payload(size, 7)) {
 				t.Fatalf("claimed %d bytes that differ from the %d put", len(got), size)
@@ -90,9 +88,7 @@ func TestPutInOneProcessClaimInAnother(t *testing.T) {
 				t.Fatalf("second claim: ok=%v err=%v", ok, err)
 			}
 			child.Send(t, "close")
-			if err := child.Wait(t, wait); err != nil {
-				t.Fatal(err)
-			}
+			child.Exited(t, wait)
 
 			// And the other way round: this process puts, a child claims.
 			key = shmtest.Key("xproc")
@@ -193,9 +189,7 @@ func TestFailedPutLeavesNothing(t *testing.T) {
 	if l := child.Line(t, wait); !strings.Contains(l, "file too large") {
 		t.Fatalf("put over the size limit: %q, want EFBIG", l)
 	}
-	if err := child.Wait(t, wait); err != nil {
-		t.Fatal(err)
-	}
+	child.Exited(t, wait)
 	keyGone(t, DefaultDir, key)
 }
 

@@ -67,9 +67,7 @@ func TestRetireLeavesAnotherProducersRepublication(t *testing.T) {
 			mustPut(t, p, key, []byte("ours"))
 			mustClaim(t, "", key)
 			other := shmtest.Start(t, "put", key, "100", "9")
-			if l := other.Line(t, wait); l != "put" {
-				t.Fatalf("other producer: %s", l)
-			}
+			other.Expect(t, wait, "put")
 			switch how {
 			case "cleanup":
 				if ok, err := p.Cleanup(key); ok || err != nil {
@@ -85,9 +83,7 @@ func TestRetireLeavesAnotherProducersRepublication(t *testing.T) {
 				t.Fatalf("claimed %q, want the other producer's payload", got)
 			}
 			other.Send(t, "close")
-			if err := other.Wait(t, wait); err != nil {
-				t.Fatal(err)
-			}
+			other.Exited(t, wait)
 			keyGone(t, DefaultDir, key)
 		})
 	}

@@ -3,7 +3,7 @@
 // Package shmstate is a read-only view, and a safe sweeper, of one user's
 // omnishm files in /dev/shm: host rings and their discovery markers
 // (SPEC §2, §3, §7), per-key segments and their lock files (SPEC §6), and
-// wakeup FIFOs (SPEC §8).
+// wakeup FIFOs (SPEC §8) with the sleepers files of Go receivers.
 //
 // Scan never waits on a lock: a ring whose lock is held by another process is
 // reported busy. Prune removes only what is provably abandoned, re-checking
@@ -15,6 +15,9 @@
 //     lock file open, as /proc tells, else once older than OrphanGrace;
 //     SPEC §6);
 //   - wakeup FIFOs with no reader (opening for writing gives ENXIO);
+//   - a Go receiver's sleepers file (package wake) once its FIFO is gone
+//     and no process maps it, never while its FIFO is there or its
+//     receiver is still publishing it;
 //   - empty ring and wake directories;
 //   - per-key segments, only when asked (SegmentsOlderThan) and only when
 //     their lock can be taken without waiting.

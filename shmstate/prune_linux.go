@@ -3,14 +3,18 @@ package shmstate
 import (
 	"errors"
 	"fmt"
-	"omnishm/ring"
-	"omnishm/scope"
-	"omnishm/segment"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"omnishm/ring"
+	"omnishm/scope"
+	"omnishm/segment"
+	"omnishm/wake"
 )
 
 // errSkip marks a candidate that failed its re-check: not an error, the
@@ -75,6 +79,12 @@ func Prune(o PruneOptions) (Report, error) {
 				continue
 			}
 			note(Removal{Path: filepath.Join(sc.WakeDir, f.Name), What: "fifo", Reason: "no reader"}, removeFIFO(o, filepath.Join(sc.WakeDir, f.Name)))
+		}
+		for _, sl := range sc.Sleepers {
+			if !sl.Orphaned() {
+				continue
+			}
+			note(Removal{Path: filepath.Join(sc.WakeDir, sl.Name), What: "sleepers", Reason: "its FIFO " + sl.FIFO + " is gone"}, removeSleepers(o, sc.WakeDir, sl.FIFO, rep.Removed))
 		}
 		if sc.RingDirExists {
 			note(Removal{Path: dir, What: "dir", Reason: "empty ring directory"}, removeRingDir(o, dir, sc.RingDir, rep.Removed))
@@ -269,6 +279,87 @@ func removeFIFO(o PruneOptions, path string) error {
 		return nil
 	}
 	return unix.Unlink(path)
+}
+
+// removeSleepers removes the sleepers file of FIFO fifo in the wake
+// directory dir once its receiver is gone: its FIFO is gone (or goes in
+// this prune), its receiver is not between making the file and publishing
+// the FIFO (no temporary FIFO of the same id; older than the grace), and
+// no process maps it, as far as /proc shows (a receiver maps its file as
+// long as it lives). Without its FIFO the file serves no one: producers
+// read a sleepers file only beside the FIFO they write, so even a live
+// receiver's would cost no wakeup, only the writes it saves.
+func removeSleepers(o PruneOptions, dir, fifo string, removed []Removal) error {
+	path := filepath.Join(dir, scope.SleepersName(fifo))
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return err
+	}
+	if tmp, ok := scope.TempFIFOOf(fifo); ok && exists(filepath.Join(dir, tmp)) {
+		return skip("its receiver is starting")
+	}
+	if exists(filepath.Join(dir, fifo)) && !removedUnder(dir, removed)[fifo] {
+		return skip("its FIFO is still there")
+	}
+	switch {
+	case int(st.Uid) != o.UID:
+		return skip("owned by uid %d", st.Uid)
+	case o.FIFOGrace > 0 && o.Now.Sub(time.Unix(st.Ctim.Sec, st.Ctim.Nsec)) < o.FIFOGrace:
+		return skip("younger than %v", o.FIFOGrace)
+	}
+	if pid := mappedBy(o.UID, path, st.Ino); pid > 0 {
+		return skip("mapped by process %d", pid)
+	}
+	if err := wake.CheckSleepers(dir, fifo); errors.Is(err, wake.ErrNotSleepers) {
+		return skip("not a sleepers file")
+	} else if err != nil || o.DryRun {
+		return err
+	}
+	if err := wake.RemoveSleepers(dir, fifo); errors.Is(err, wake.ErrNotSleepers) {
+		return skip("not a sleepers file")
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+func exists(path string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(path, &st) == nil
+}
+
+// mappedBy returns a process of uid that maps the file at path with inode
+// ino, or 0 if none that /proc lets us read does (a container's init may
+// not be readable even by root). Only uid's processes are read: the file is
+// 0600 in a 0700 directory of uid, so no other user's can have opened it
+// (root's omnishm code maps only root's).
+func mappedBy(uid int, path string, ino uint64) int {
+	const procDir = "/proc"
+	procs, err := readNames(procDir)
+	if err != nil {
+		return 0
+	}
+	suffix, inode := " "+path, " "+strconv.FormatUint(ino, 10)+" "
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p)
+		if err != nil {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(procDir+"/"+p, &st) != nil || int(st.Uid) != uid {
+			continue // exited, or another user's
+		}
+		maps, err := os.ReadFile(procDir + "/" + p + "/maps")
+		if err != nil {
+			continue // exited meanwhile, or not ours to read
+		}
+		for line := range strings.Lines(string(maps)) {
+			if line = strings.TrimSuffix(line, "\n"); strings.HasSuffix(line, suffix) && strings.Contains(line, inode) {
+				return pid
+			}
+		}
+	}
+	return 0
 }
 
 // removedUnder counts the removals (done or planned) directly inside dir.

@@ -374,3 +374,115 @@ func TestPruneLeavesLinksAndStrangers(t *testing.T) {
 	}
 	shmtest.AssertPresent(t, keep...)
 }
+
+// writeSleepers makes W/.sleepers_{fifo} as a Go receiver does (package
+// wake: the magic, then a zero count, 64 bytes); with form false, a file of
+// that size without the magic.
+func writeSleepers(t *testing.T, wakeDir, fifo string, form bool) string {
+	data := make([]byte, 64)
+	if form {
+		copy(data, "OMSHSLP1")
+	}
+	return shmtest.WriteFile(t, filepath.Join(wakeDir, scope.SleepersName(fifo)), data)
+}
+
+// A sleepers file goes with its receiver: when its FIFO is gone or goes in
+// the same prune, unless its receiver is starting (its temporary FIFO is
+// there), some process maps it, it is young, or it is not a sleepers file.
+func TestPruneSleepers(t *testing.T) {
+	f := newFixture(t)
+	for _, fifo := range []string{"1_0a", "1_0b", "1_0c", "1_0d", "1_0e"} {
+		writeSleepers(t, f.wakeDir, fifo, true)
+	}
+	writeSleepers(t, f.wakeDir, "1_0f", false)
+	touch(t, filepath.Join(f.wakeDir, scope.TempFIFOName("0d")), nil, 0, f.now)
+	fd, err := unix.Open(filepath.Join(f.wakeDir, scope.SleepersName("1_0e")), unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(fd, 0, 64, unix.PROT_READ, unix.MAP_SHARED)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+
+	st, err := Scan(f.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Sleepers{}
+	for _, s := range st.Scopes[0].Sleepers {
+		got[s.FIFO] = s
+	}
+	if len(got) != 6 || !got["1_0a"].Reader || !got["1_0b"].FIFOExists || got["1_0b"].Reader || got["1_0c"].FIFOExists {
+		t.Fatalf("sleepers = %+v", st.Scopes[0].Sleepers)
+	}
+	if o := st.Orphans(); o.Sleepers != 5 {
+		t.Errorf("orphans = %+v, want 5 sleepers", o)
+	}
+
+	sleepers := func(fifos ...string) []string {
+		var out []string
+		for _, fifo := range fifos {
+			out = append(out, filepath.Join(f.wakeDir, scope.SleepersName(fifo)))
+		}
+		return out
+	}
+	of := func(rs []Removal) []string {
+		var out []string
+		for _, r := range rs {
+			if r.What == "sleepers" {
+				out = append(out, r.Path)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	rep, err := Prune(PruneOptions{Options: f.options(), FIFOGrace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(of(rep.Removed)) != 0 {
+		t.Fatalf("removed young sleepers files: %v", of(rep.Removed))
+	}
+	for _, dry := range []bool{true, false} {
+		rep, err = Prune(PruneOptions{Options: f.options(), DryRun: dry})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := sleepers("1_0b", "1_0c"); !slices.Equal(of(rep.Removed), want) {
+			t.Errorf("dry run %v: removed %v, want %v", dry, of(rep.Removed), want)
+		}
+		if want := sleepers("1_0d", "1_0e", "1_0f"); !slices.Equal(of(rep.Skipped), want) {
+			t.Errorf("dry run %v: skipped %v, want %v", dry, rep.Skipped, want)
+		}
+	}
+	shmtest.AssertAbsent(t, sleepers("1_0b", "1_0c")...)
+	shmtest.AssertPresent(t, sleepers("1_0a", "1_0d", "1_0e", "1_0f")...)
+}
+
+// A receiver killed without its watchdog leaves its FIFO and sleepers file:
+// one prune removes both and the wake directory.
+func TestPruneDeadReceiverLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	names := scope.ForUID(os.Getuid(), shmtest.Scope(t), 0)
+	wakeDir := filepath.Join(dir, filepath.Base(names.WakeDir))
+	if err := os.Mkdir(wakeDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(wakeDir, "2_0a"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeSleepers(t, wakeDir, "2_0a", true)
+	// A receiver killed between mkfifo and rename leaves its temporary
+	// FIFO, with no reader, and the sleepers file of the FIFO it would be.
+	if err := unix.Mkfifo(filepath.Join(wakeDir, scope.TempFIFOName("0b")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeSleepers(t, wakeDir, "2_0b", true)
+	if _, err := Prune(PruneOptions{Options: Options{Dir: dir}}); err != nil {
+		t.Fatal(err)
+	}
+	shmtest.AssertAbsent(t, wakeDir)
+}

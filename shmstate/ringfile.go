@@ -21,26 +21,32 @@ const (
 	faultOpenPrefix = "cannot open: "
 )
 
+// ringFaults pairs ring's sentinels with the faults they name, most
+// specific first (ErrCorrupt wraps the others).
+var ringFaults = []struct {
+	err   error
+	fault string
+}{
+	{ring.ErrNotInitialized, FaultNotWritten},
+	{ring.ErrBadMagic, FaultBadMagic},
+	{ring.ErrCapacityMismatch, FaultCapacity},
+	{ring.ErrPositions, FaultPositions},
+	{ring.ErrFrame, FaultFrame},
+	{ring.ErrCorrupt, FaultNotRing},
+}
+
 // faultOf names the fault err reports ("" if none); ring's sentinels
 // are the one place the faults are told apart.
 func faultOf(err error) string {
-	var errno syscall.Errno
-	switch {
-	case err == nil:
+	if err == nil {
 		return ""
-	case errors.Is(err, ring.ErrNotInitialized):
-		return FaultNotWritten
-	case errors.Is(err, ring.ErrBadMagic):
-		return FaultBadMagic
-	case errors.Is(err, ring.ErrCapacityMismatch):
-		return FaultCapacity
-	case errors.Is(err, ring.ErrPositions):
-		return FaultPositions
-	case errors.Is(err, ring.ErrFrame):
-		return FaultFrame
-	case errors.Is(err, ring.ErrCorrupt):
-		return FaultNotRing
-	case errors.As(err, &errno):
+	}
+	for _, f := range ringFaults {
+		if errors.Is(err, f.err) {
+			return f.fault
+		}
+	}
+	if errno, ok := errors.AsType[syscall.Errno](err); ok {
 		return faultOpenPrefix + errno.Error()
 	}
 	return err.Error()

@@ -175,7 +175,7 @@ func (o Options) lockOptions() segment.ListOptions {
 }
 
 func scanScope(o Options, l layout, d, name, wakeName string) (Scope, error) {
-	sc := Scope{Name: name, RingDir: d, Rings: []Ring{}, MarkersWithoutRing: []string{}, FIFOs: []FIFO{}}
+	sc := Scope{Name: name, RingDir: d, Rings: []Ring{}, MarkersWithoutRing: []string{}, FIFOs: []FIFO{}, Sleepers: []Sleepers{}}
 	_, sc.RingDirExists = l.ringDirs[d]
 	markers := map[string]bool{}
 	if sc.RingDirExists {
@@ -224,10 +224,21 @@ func scanScope(o Options, l layout, d, name, wakeName string) (Scope, error) {
 		}
 		for _, e := range entries {
 			stage, ok := scope.FIFOStage(e.name)
-			if !ok || !e.isFIFO() {
+			if !ok && !scope.IsTempFIFO(e.name) || !e.isFIFO() {
 				continue
 			}
 			sc.FIFOs = append(sc.FIFOs, FIFO{Name: e.name, Stage: stage, Reader: hasReader(filepath.Join(sc.WakeDir, e.name)), Age: Age(o.Now.Sub(e.mtime()))})
+		}
+		for _, e := range entries {
+			fifo, ok := scope.SleepersFIFO(e.name)
+			if !ok || !e.isRegular() {
+				continue
+			}
+			sl := Sleepers{Name: e.name, FIFO: fifo, Age: Age(o.Now.Sub(e.mtime()))}
+			if i := slices.IndexFunc(sc.FIFOs, func(f FIFO) bool { return f.Name == fifo }); i >= 0 {
+				sl.FIFOExists, sl.Reader = true, sc.FIFOs[i].Reader
+			}
+			sc.Sleepers = append(sc.Sleepers, sl)
 		}
 	}
 	return sc, nil

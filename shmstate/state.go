@@ -79,8 +79,9 @@ type Scope struct {
 	WakeDirExists bool   `json:"wake_dir_exists"`
 	Rings         []Ring `json:"rings"`
 	// MarkersWithoutRing are marker names in D whose ring file is gone.
-	MarkersWithoutRing []string `json:"markers_without_ring"`
-	FIFOs              []FIFO   `json:"fifos"`
+	MarkersWithoutRing []string   `json:"markers_without_ring"`
+	FIFOs              []FIFO     `json:"fifos"`
+	Sleepers           []Sleepers `json:"sleepers"`
 }
 
 // Ring is one ring file and what its header and live window say.
@@ -128,13 +129,28 @@ type Ring struct {
 	frames []frameMark // the live window, tail to head, for a Tracker
 }
 
-// FIFO is one wakeup FIFO W/{stage}_{uuid}.
+// FIFO is one wakeup FIFO W/{stage}_{uuid}, or a receiver's temporary
+// FIFO W/.tmp_{uuid} (Stage ""), which it renames into place once its read
+// end is open: a receiver killed in between leaves it with no reader.
 type FIFO struct {
 	Name  string `json:"name"`
 	Stage string `json:"stage"`
 	// Reader says whether some process has it open for reading.
 	Reader bool `json:"reader"`
 	Age    Age  `json:"age_s"`
+}
+
+// Sleepers is one Go receiver's sleepers file W/.sleepers_{fifo} (package
+// wake), which lives as long as that receiver's FIFO.
+type Sleepers struct {
+	Name string `json:"name"`
+	// FIFO is the name of the FIFO it belongs to; FIFOExists says whether
+	// that FIFO is in W, Reader whether some process reads it (its
+	// receiver lives).
+	FIFO       string `json:"fifo"`
+	FIFOExists bool   `json:"fifo_exists"`
+	Reader     bool   `json:"reader"`
+	Age        Age    `json:"age_s"`
 }
 
 // Segment is one per-key segment /dev/shm/{key} (see the package doc).
@@ -201,7 +217,7 @@ type PruneOptions struct {
 // skipped and why.
 type Removal struct {
 	Path string `json:"path"`
-	// What is ring, marker, lock, segment, fifo or dir.
+	// What is ring, marker, lock, segment, fifo, sleepers or dir.
 	What   string `json:"what"`
 	Reason string `json:"reason"`
 }

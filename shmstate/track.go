@@ -248,16 +248,22 @@ func (r Ring) Orphaned() bool { return r.Producer == Dead }
 // Orphaned reports whether the FIFO is abandoned: no process reads it.
 func (f FIFO) Orphaned() bool { return !f.Reader }
 
+// Orphaned reports whether the sleepers file's receiver is gone, as far as
+// a scan can tell: its FIFO is gone or has no reader. Prune re-checks
+// (see Prune).
+func (s Sleepers) Orphaned() bool { return !s.Reader }
+
 // Orphans counts what Prune would consider in a State, before its re-checks
 // under non-blocking locks: rings of dead producers (with their file
-// bytes), markers without rings, orphan lock files and FIFOs without
-// readers.
+// bytes), markers without rings, orphan lock files, FIFOs without
+// readers and sleepers files whose FIFO has none or is gone.
 type Orphans struct {
 	Rings     int   `json:"rings"`
 	RingBytes int64 `json:"ring_bytes"`
 	Markers   int   `json:"markers"`
 	Locks     int   `json:"locks"`
 	FIFOs     int   `json:"fifos"`
+	Sleepers  int   `json:"sleepers"`
 }
 
 // Orphans counts st's orphan candidates.
@@ -274,6 +280,11 @@ func (st *State) Orphans() Orphans {
 		for _, f := range sc.FIFOs {
 			if f.Orphaned() {
 				o.FIFOs++
+			}
+		}
+		for _, s := range sc.Sleepers {
+			if s.Orphaned() {
+				o.Sleepers++
 			}
 		}
 	}

@@ -105,30 +105,22 @@ func TestDrainConsumedByAnotherProcess(t *testing.T) {
 			s := mustSender(t, prod, SenderOptions{QueueLimit: 4})
 			req := shmtest.Key("drain")
 			c := shmtest.Start(t, "consume", sc, strconv.Itoa(rc.Bytes), req)
-			if l := c.Line(t, wait); l != "ready" {
-				t.Fatal(l)
-			}
+			c.Expect(t, wait, "ready")
 			sendChunks(t, s, req, 0, chunks)
 			done := drainAsync(context.Background(), s)
 			c.Send(t, "read 5")
-			if l := c.Line(t, wait); l != "read 5" {
-				t.Fatal(l)
-			}
+			c.Expect(t, wait, "read 5")
 			select {
 			case err := <-done:
 				t.Fatalf("Drain returned %v with 7 chunks unread", err)
 			default:
 			}
 			c.Send(t, "rest")
-			if l := c.Line(t, wait); l != "done 12" {
-				t.Fatal(l)
-			}
+			c.Expect(t, wait, "done 12")
 			if err := drained(t, done); err != nil {
 				t.Fatalf("Drain: %v", err)
 			}
-			if err := c.Wait(t, wait); err != nil {
-				t.Fatal(err)
-			}
+			c.Exited(t, wait)
 			if n := <-s.Release(req); n != 0 {
 				t.Fatalf("release after a drain reclaimed %d", n)
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"time"
 
@@ -115,25 +116,15 @@ func ExampleReader_Next_senderGone() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// stream: sender gone: request "req-2" chunk 0: no chunk within 10ms
+	// stream: sender gone: request "req-2" chunk 0: no chunk within 10ms; no chunk received yet, its producer unknown (no ReaderOptions.Sender, and no chunk came through a ring)
 }
 
 // A stage that consumes every request of an edge reads them through one
 // Mux: it is told the request ids, and yields each chunk as it arrives, in
 // order within its request.
 func ExampleMux() {
-	scope := fmt.Sprintf("stream-example-mux-%d", os.Getpid())
-	stage0, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	stage0, stage1 := openStages(fmt.Sprintf("stream-example-mux-%d", os.Getpid()))
 	defer stage0.Close()
-	stage1, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
 	defer stage1.Close()
 
 	mux, err := stream.NewMux(stage1, "0", "1", stream.MuxOptions{Buffer: 4})
@@ -188,4 +179,68 @@ func ExampleMux() {
 	// Unordered output:
 	// req-a done after 2 chunks
 	// req-b done after 2 chunks
+}
+
+// A producing stage that is about to stop drains its sender first: Drain
+// returns once a receiver has claimed every chunk sent, so closing the
+// connector afterwards retires nothing a reader still needed.
+func ExampleSender_Drain() {
+	stage0, stage1 := openStages(fmt.Sprintf("stream-example-drain-%d", os.Getpid()))
+	defer stage0.Close()
+	defer stage1.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	sender, err := stream.NewSender(stage0, "0", "1", stream.SenderOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sender.Close()
+	for n := range 3 {
+		send := sender.Send
+		if n == 2 {
+			send = sender.Finish
+		}
+		if err := send(ctx, "req-1", map[string]any{"n": n}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	// The consumer, elsewhere in a pipeline, reads the request.
+	read := make(chan int)
+	go func() {
+		reader, err := stream.NewReader(stage1, "0", "1", "req-1", stream.ReaderOptions{})
+		if err != nil {
+			read <- -1
+			return
+		}
+		defer reader.Close()
+		for {
+			if _, err := reader.Next(ctx); err != nil { // io.EOF after the finished chunk
+				read <- reader.Received()
+				return
+			}
+		}
+	}()
+	fmt.Println("drain:", sender.Drain(ctx))
+	fmt.Println("read:", <-read)
+	fmt.Println("reclaimed:", <-sender.Release("req-1"))
+	// Output:
+	// drain: <nil>
+	// read: 3
+	// reclaimed: 0
+}
+
+// openStages opens stages 0 and 1 of one deployment scope, as Example does.
+func openStages(scope string) (stage0, stage1 *connector.SHM) {
+	stage0, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if stage1, err = connector.Open(connector.Options{StageID: "1", WakeupScope: scope}); err != nil {
+		stage0.Close()
+		log.Fatal(err)
+	}
+	return stage0, stage1
 }

@@ -234,9 +234,7 @@ func TestRingProducerDeathEndsReaders(t *testing.T) {
 	conntest.RemoveAtEnd(t, scope.New(sc), shmtest.Prefix())
 	recv := conntest.Open(t, sc, "1", ring.DefaultCapacity)
 	p := shmtest.Start(t, "stallmany", append([]string{sc, strconv.Itoa(ring.DefaultCapacity), strconv.Itoa(chunks)}, ids...)...)
-	if l := p.Line(t, wait); l != "sent" {
-		t.Fatalf("producer: %s", l)
-	}
+	p.Expect(t, wait, "sent")
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	hour := ReaderOptions{ProgressTimeout: time.Hour}
@@ -266,8 +264,9 @@ func TestRingProducerDeathEndsReaders(t *testing.T) {
 	shmtest.Eventually(t, wait, "every reader to wait", func() bool { return recv.Waiting() == readers+1 })
 	p.Kill()
 	for range readers {
-		if err := <-errs; !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), "dead") {
-			t.Fatalf("a reader after its producer was killed: %v", err)
+		want := fmt.Sprintf("of the ring chunk %d came through is dead; the last chunk received, %d, came ", chunks-1, chunks-1)
+		if err := <-errs; !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("a reader after its producer was killed: %v, want %q in it", err, want)
 		}
 	}
 	c, err := m.Next(ctx)

@@ -80,16 +80,10 @@ func roleProduce(args []string) int {
 // its requests (reclaiming nothing) and exit.
 func releaseDrained(t *testing.T, p *shmtest.Proc) {
 	t.Helper()
-	if l := p.Line(t, wait); l != "sent" {
-		t.Fatalf("producer: %s", l)
-	}
+	p.Expect(t, wait, "sent")
 	p.Send(t, "release")
-	if l := p.Line(t, wait); l != "reclaimed 0" {
-		t.Fatalf("producer after a full drain: %s", l)
-	}
-	if err := p.Wait(t, wait); err != nil {
-		t.Fatal(err)
-	}
+	p.Expect(t, wait, "reclaimed 0")
+	p.Exited(t, wait)
 }
 
 // childID is the identity of a running child, as its ReaderOptions.Sender.
@@ -270,9 +264,7 @@ func TestSenderGoneWhenKilled(t *testing.T) {
 			conntest.RemoveAtEnd(t, scope.New(sc), req) // runs last
 			recv := conntest.Open(t, sc, "1", rc.Bytes)
 			p := shmtest.Start(t, "stallmany", sc, strconv.Itoa(rc.Bytes), "3", req)
-			if l := p.Line(t, wait); l != "sent" {
-				t.Fatalf("producer: %s", l)
-			}
+			p.Expect(t, wait, "sent")
 			rd := mustReader(t, recv, req, ReaderOptions{Sender: childID(t, p), ProgressTimeout: time.Hour})
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()

@@ -296,16 +296,43 @@ func (r *Reader) wrap(err error) error {
 }
 
 // senderGone says why the wait should end ("" while it should go on): a
-// watched producer exited, or the progress deadline passed.
+// watched producer exited, or the progress deadline passed. The reason
+// says what the reader saw (seen): it is built only when the stream gives
+// up, from what accept records anyway.
 func (r *Reader) senderGone() (why string, exited bool) {
 	if r.sender != nil && r.sender.gone() {
-		return fmt.Sprintf("sender process %v is dead", r.opts.Sender), true
+		return fmt.Sprintf("sender process %v is dead; %s", r.opts.Sender, r.lastChunk()), true
 	}
 	if r.producer != nil && r.producer.gone() {
-		return fmt.Sprintf("producer process %v of chunk %d is dead", r.producer.id, r.next-1), true
+		return fmt.Sprintf("producer process %v of the ring chunk %d came through is dead; %s", r.producer.id, r.next-1, r.lastChunk()), true
 	}
 	if !time.Now().Before(r.deadline) {
-		return fmt.Sprintf("no chunk within %v", r.opts.ProgressTimeout), false
+		return fmt.Sprintf("no chunk within %v; %s, %s", r.opts.ProgressTimeout, r.lastChunk(), r.producerKnown()), false
 	}
 	return "", false
+}
+
+// lastChunk says which chunk came last and how long ago, for an
+// ErrSenderGone.
+func (r *Reader) lastChunk() string {
+	if r.next == 0 {
+		return "no chunk received yet"
+	}
+	// accept set the deadline from the last chunk's arrival.
+	ago := time.Since(r.deadline.Add(-r.opts.ProgressTimeout)).Round(time.Millisecond)
+	return fmt.Sprintf("the last chunk received, %d, came %v ago", r.next-1, ago)
+}
+
+// producerKnown says whose exit the reader was watching for, for a
+// progress timeout: without one only the timeout could end the wait.
+func (r *Reader) producerKnown() string {
+	switch {
+	case r.sender != nil:
+		return fmt.Sprintf("sender process %v alive", r.sender.id)
+	case r.producer != nil:
+		return fmt.Sprintf("producer process %v of the ring chunk %d came through alive", r.producer.id, r.next-1)
+	case r.msgs == nil:
+		return "its producer unknown (no ReaderOptions.Sender, and the transport does not say who published a chunk)"
+	}
+	return "its producer unknown (no ReaderOptions.Sender, and no chunk came through a ring)"
 }

@@ -83,7 +83,9 @@ var (
 	ErrBadChunk = errors.New("stream: bad chunk")
 	// ErrSenderGone is returned by Reader.Next when the request's producer
 	// exited (ReaderOptions.Sender) or made no progress within
-	// ReaderOptions.ProgressTimeout.
+	// ReaderOptions.ProgressTimeout. Its message says what the reader saw:
+	// the last chunk received and how long ago, and whose exit it watched
+	// for (the sender, the producer of the chunks' ring, or none known).
 	ErrSenderGone = errors.New("stream: sender gone")
 )
 

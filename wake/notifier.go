@@ -113,11 +113,20 @@ func NewNotifier(dir string) *Notifier {
 var zeroByte = []byte{0}
 
 // Notify writes one zero byte, without blocking, to every FIFO dir/{to}_* of
-// a numeric stage, but for FIFOs whose Go receiver counts no goroutine
-// asleep on it (see sleepers). Errors are ignored: wakeups are hints
-// (SPEC §8). A full FIFO already holds a wakeup the receiver has not
-// drained. The caller published before it calls Notify.
-func (n *Notifier) Notify(to string) {
+// a numeric stage. Errors are ignored: wakeups are hints (SPEC §8). A full
+// FIFO already holds a wakeup the receiver has not drained. The caller
+// published before it calls Notify.
+func (n *Notifier) Notify(to string) { n.notify(to, false) }
+
+// NotifyRing is Notify after a publication that a Go receiver looks for
+// by itself, without a system call, once it announced a sleep and before
+// it sleeps (a frame in a ring it attached, see Receiver.BeginSleep): it
+// skips each FIFO whose receiver counts no sleeper (see sleepers). FIFOs
+// without a count, a Python receiver's among them, get their byte as from
+// Notify.
+func (n *Notifier) NotifyRing(to string) { n.notify(to, true) }
+
+func (n *Notifier) notify(to string, skipAwake bool) {
 	if !n.enabled || !scope.IsNumeric(to) {
 		return
 	}
@@ -141,12 +150,12 @@ func (n *Notifier) Notify(to string) {
 	} else if len(t.pending) > 0 {
 		t.retry()
 	}
-	if t.write() && len(t.fds) == 0 && !now && n.watch.changed(true) {
+	if t.write(skipAwake) && len(t.fds) == 0 && !now && n.watch.changed(true) {
 		// The last receiver left; a replacement that came before this put
 		// must not miss it.
 		n.epoch++
 		n.scan(to, t)
-		t.write()
+		t.write(skipAwake)
 	}
 }
 
@@ -172,13 +181,13 @@ func (n *Notifier) startTimer() {
 	n.timer.Reset(syncEvery)
 }
 
-// write writes a wakeup to every FIFO of t whose receiver may sleep, and
-// reports whether it dropped one whose reader is gone. n.fence was written
-// since the put's publication.
-func (t *targets) write() (dropped bool) {
+// write writes a wakeup to every FIFO of t (with skipAwake, to those whose
+// receiver may sleep), and reports whether it dropped one whose reader is
+// gone. n.fence was written since the put's publication.
+func (t *targets) write(skipAwake bool) (dropped bool) {
 	kept := 0
 	for i, fd := range t.fds {
-		if c := t.counts[i]; c != nil && c.awake() {
+		if c := t.counts[i]; skipAwake && c != nil && c.awake() {
 			// It will find the publication without a wakeup.
 		} else if _, err := unix.Write(fd, zeroByte); err == unix.EPIPE {
 			// The reader is gone; its FIFO will be unlinked or is stale.

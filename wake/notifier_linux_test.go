@@ -1,6 +1,7 @@
 package wake
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -277,13 +278,7 @@ func BenchmarkNotifyCost(b *testing.B) {
 			n.rearm = n.startTimer // as in production: checks at most every syncEvery
 			n.Notify("1")
 			b.ReportAllocs()
-			r0, w0 := syscallCounts(b)
-			for b.Loop() {
-				n.Notify("1")
-			}
-			r1, w1 := syscallCounts(b)
-			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
-			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+			loopCountingSyscalls(b, func() { n.Notify("1") })
 		})
 	}
 }
@@ -310,52 +305,55 @@ func TestDeadReaderChecksEveryNotify(t *testing.T) {
 	}
 }
 
-// countSleepers gives r's FIFO a sleepers file, as a Go receiver that
-// counts its sleepers has (removed when the test ends, before r closes).
+// countSleepers has r's user announce its sleeps, as the connector's
+// dispatcher does (CountSleeps), and returns r's count.
 func countSleepers(t *testing.T, r *Receiver) *sleepers {
 	t.Helper()
-	dir, name := filepath.Split(r.path)
-	s, err := createSleepers(dir, name)
-	if err != nil {
-		t.Fatal(err)
+	if r.sleep == nil {
+		t.Fatal("the receiver made no sleepers file")
 	}
-	t.Cleanup(func() {
-		s.close()
-		if err := removeSleepers(dir, name); err != nil {
-			t.Error(err)
-		}
-	})
-	return s
+	r.CountSleeps()
+	if got := r.sleep.count().Load(); got != 0 {
+		t.Fatalf("count after CountSleeps = %d, want 0", got)
+	}
+	return r.sleep
 }
 
-// A FIFO whose receiver counts no sleeper gets no write; one whose receiver
-// counts one does, and so does every FIFO without a usable sleepers file (a
-// Python receiver's, or a file that is not one a receiver made).
+// On NotifyRing, a FIFO whose receiver counts no sleeper gets no write; one
+// whose receiver counts one does, and so does every FIFO without a usable
+// sleepers file (a Python receiver's, or a file that is not one a receiver
+// made) and that of a Go receiver whose user never called CountSleeps.
+// Notify writes to all.
 func TestNotifySkipsAwakeReceivers(t *testing.T) {
 	dir := wakeDir(t)
 	counted := openReceiver(t, dir, "1")
 	s := countSleepers(t, counted)
-	python := openReceiver(t, dir, "1")
+	python := openReceiver(t, dir, "1") // Python's receivers make no sleepers file
+	if err := removeSleepers(filepath.Split(python.path)); err != nil {
+		t.Fatal(err)
+	}
 	planted := openReceiver(t, dir, "1")
 	bad := filepath.Join(dir, scope.SleepersName(filepath.Base(planted.path)))
 	if err := os.WriteFile(bad, make([]byte, sleepersSize), 0o600); err != nil { // no magic
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(bad) })
+	uncounted := openReceiver(t, dir, "1")
 	n := newNotifier(t, dir)
-	step := func(sleeping uint32, want [3]uint64) {
+	step := func(sleeping uint32, notify func(string), want [4]uint64) {
 		t.Helper()
 		s.count().Store(sleeping)
-		n.Notify("1")
-		got := [3]uint64{counted.Generation(), python.Generation(), planted.Generation()}
+		notify("1")
+		got := [4]uint64{counted.Generation(), python.Generation(), planted.Generation(), uncounted.Generation()}
 		if got != want {
-			t.Fatalf("with %d asleep: counted, python, planted saw %v wakeups, want %v", sleeping, got, want)
+			t.Fatalf("with %d asleep: counted, python, planted, uncounted saw %v wakeups, want %v", sleeping, got, want)
 		}
 	}
-	step(0, [3]uint64{0, 1, 1})
-	step(1, [3]uint64{1, 2, 2})
-	step(2, [3]uint64{2, 3, 3})
-	step(0, [3]uint64{2, 4, 4})
+	step(0, n.NotifyRing, [4]uint64{0, 1, 1, 1})
+	step(1, n.NotifyRing, [4]uint64{1, 2, 2, 2})
+	step(2, n.NotifyRing, [4]uint64{2, 3, 3, 3})
+	step(0, n.NotifyRing, [4]uint64{2, 4, 4, 4})
+	step(0, n.Notify, [4]uint64{3, 5, 5, 5})
 }
 
 // The receiver's side of the protocol (count, check again, sleep, uncount)
@@ -384,7 +382,7 @@ func TestSleepersLoseNoWakeup(t *testing.T) {
 			}
 			pause()
 			published.Store(i + 1)
-			n.Notify("1")
+			n.NotifyRing("1")
 		}
 	}()
 	slept := 0
@@ -410,4 +408,35 @@ func TestSleepersLoseNoWakeup(t *testing.T) {
 	}
 	<-done
 	t.Logf("%d messages, %d sleeps", messages, slept)
+}
+
+// RemoveSleepers removes a receiver's sleepers file, and nothing else at
+// the name: a file without the form, a symlink (nor what it points at).
+func TestRemoveSleepers(t *testing.T) {
+	dir := wakeDir(t)
+	r := openReceiver(t, dir, "1")
+	name := filepath.Base(r.path)
+	path := filepath.Join(dir, scope.SleepersName(name)) // the receiver made it
+	if err := RemoveSleepers(dir, name); err != nil {
+		t.Fatal(err)
+	}
+	shmtest.AssertAbsent(t, path)
+	if err := RemoveSleepers(dir, name); err != nil {
+		t.Fatalf("none there: %v", err)
+	}
+	target := shmtest.WriteFile(t, filepath.Join(dir, "target"), append(sleepersMagic[:], make([]byte, sleepersSize-8)...))
+	t.Cleanup(func() { os.Remove(target) })
+	for _, plant := range []func() error{
+		func() error { return os.WriteFile(path, make([]byte, sleepersSize), 0o600) },
+		func() error { return os.Symlink(target, path) },
+	} {
+		if err := plant(); err != nil {
+			t.Fatal(err)
+		}
+		if err := RemoveSleepers(dir, name); !errors.Is(err, ErrNotSleepers) {
+			t.Errorf("got %v, want ErrNotSleepers", err)
+		}
+		shmtest.AssertPresent(t, path, target)
+		os.Remove(path)
+	}
 }

@@ -31,15 +31,17 @@ type Receiver struct {
 	rc        syscall.RawConn // file's
 	wfd       int             // our own write end: the FIFO never reports EOF (SPEC §8)
 	drainFD   func(fd uintptr)
+	sleep     *sleepers // the FIFO's sleepers count; nil: producers always write
 
-	mu      sync.Mutex
-	gen     uint64
-	closed  bool
-	changed chan struct{} // closed (and replaced) when gen moves, and at Close
-	waiting int           // goroutines in Wait, for tests
-	c       chan struct{} // C's: coalesced
-	reading bool          // the background reader was started
-	readEnd chan struct{} // closed when it returns
+	mu       sync.Mutex
+	gen      uint64
+	closed   bool
+	counting bool          // CountSleeps was called: the base count of one is gone
+	changed  chan struct{} // closed (and replaced) when gen moves, and at Close
+	waiting  int           // goroutines in Wait, for tests
+	c        chan struct{} // C's: coalesced
+	reading  bool          // the background reader was started
+	readEnd  chan struct{} // closed when it returns
 }
 
 // OpenReceiver creates the wake directory dir if needed (mode 0700) and a
@@ -78,14 +80,58 @@ func OpenReceiver(dir, stage string) (*Receiver, error) {
 		unix.Unlink(tmp)
 		return nil, err
 	}
+	// The sleepers file comes before the FIFO's stage name, so a producer
+	// that finds the FIFO finds the file. Its count starts at one, which
+	// only CountSleeps takes back: until a user of the Receiver announces
+	// its sleeps, producers write every wakeup. Without the file (it could
+	// not be made) they always do.
+	fifoName := scope.FIFOName(stage, id)
+	if s, err := createSleepers(dir, fifoName); err == nil {
+		s.count().Store(1)
+		r.sleep = s
+	}
 	// Publish the FIFO under its stage name only now that it has a reader.
-	final := filepath.Join(dir, scope.FIFOName(stage, id))
+	final := filepath.Join(dir, fifoName)
 	if err := unix.Rename(tmp, final); err != nil {
 		r.Close()
+		removeSleepers(dir, fifoName)
 		return nil, fmt.Errorf("wake: publish fifo %s: %w", final, err)
 	}
 	r.path = final
 	return r, nil
+}
+
+// CountSleeps tells producers that skip wakeups for awake receivers
+// (Notifier.NotifyRing) that the caller, from now on, announces every sleep
+// on this Receiver with BeginSleep and EndSleep: while no sleep is
+// announced, such producers write it no wakeup. The caller must be the
+// Receiver's only waiter. Idempotent.
+func (r *Receiver) CountSleeps() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counting || r.closed || r.sleep == nil {
+		return
+	}
+	r.counting = true
+	r.sleep.count().Add(^uint32(0))
+}
+
+// BeginSleep announces that the caller is about to sleep on the Receiver:
+// producers write wakeups again until EndSleep. The caller then checks
+// once more for what it waits for, and sleeps only if that check finds
+// nothing (see sleepers). No system call: an atomic add in shared memory.
+func (r *Receiver) BeginSleep() { r.addSleeper(1) }
+
+// EndSleep takes back one BeginSleep, after the caller woke (or decided
+// not to sleep).
+func (r *Receiver) EndSleep() { r.addSleeper(^uint32(0)) }
+
+func (r *Receiver) addSleeper(delta uint32) {
+	r.mu.Lock()
+	if r.sleep != nil && !r.closed {
+		r.sleep.count().Add(delta)
+	}
+	r.mu.Unlock()
 }
 
 // privateDir creates dir (mode 0700) unless it exists, and checks that it is
@@ -316,6 +362,14 @@ func (r *Receiver) Close() error {
 	}
 	if e := unix.Unlink(r.path); e != nil && e != unix.ENOENT && err == nil {
 		err = e
+	}
+	if r.sleep != nil {
+		// After the FIFO's unlink: no producer finds the FIFO without it.
+		dir, name := filepath.Split(r.path)
+		if e := removeSleepers(dir, name); e != nil && err == nil {
+			err = e
+		}
+		r.sleep.close() // r.closed is set: nobody counts any more
 	}
 	// Another receiver may still use the directory: ENOTEMPTY is expected.
 	if e := unix.Rmdir(r.dir); e != nil && e != unix.ENOTEMPTY && e != unix.EEXIST && e != unix.ENOENT && err == nil {

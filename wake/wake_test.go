@@ -174,9 +174,7 @@ func TestCrossProcessWake(t *testing.T) {
 		if got := p.Line(t, patience); got != "closed" {
 			t.Fatalf("child: %q", got)
 		}
-		if err := p.Wait(t, patience); err != nil {
-			t.Fatal(err)
-		}
+		p.Exited(t, patience)
 		if exists(dir) {
 			t.Fatalf("%s left behind", dir)
 		}
@@ -193,9 +191,7 @@ func TestCrossProcessWake(t *testing.T) {
 		if !changed || now != gen+1 {
 			t.Fatalf("WaitForChange = %d, %v; want %d, true", now, changed, gen+1)
 		}
-		if err := p.Wait(t, patience); err != nil {
-			t.Fatal(err)
-		}
+		p.Exited(t, patience)
 	})
 }
 
@@ -752,6 +748,30 @@ func notifyByScan(dir, to string) {
 	}
 }
 
+// startPong starts the "pong" child on dir and has it quit when the
+// benchmark ends.
+func startPong(b *testing.B, dir string) *shmtest.Proc {
+	p := shmtest.Start(b, "pong", dir)
+	p.Expect(b, patience, "ready")
+	b.Cleanup(func() {
+		p.Send(b, "quit")
+		p.Wait(b, patience)
+	})
+	return p
+}
+
+// loopCountingSyscalls runs op in the benchmark loop and reports the read
+// and write system calls per op.
+func loopCountingSyscalls(b *testing.B, op func()) {
+	r0, w0 := syscallCounts(b)
+	for b.Loop() {
+		op()
+	}
+	r1, w1 := syscallCounts(b)
+	b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
+	b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+}
+
 // syscallCounts reads this process's read and write system call counts.
 func syscallCounts(b *testing.B) (reads, writes int64) {
 	data, err := os.ReadFile("/proc/self/io")
@@ -775,14 +795,7 @@ func syscallCounts(b *testing.B) (reads, writes int64) {
 // process, against a directory scan per put.
 func BenchmarkNotify(b *testing.B) {
 	dir := wakeDir(b)
-	p := shmtest.Start(b, "pong", dir)
-	if got := p.Line(b, patience); got != "ready" {
-		b.Fatalf("child: %q", got)
-	}
-	defer func() {
-		p.Send(b, "quit")
-		p.Wait(b, patience)
-	}()
+	startPong(b, dir)
 	// The child answers each wakeup on stage 2; nobody listens there.
 	for _, c := range []struct {
 		name   string
@@ -794,13 +807,7 @@ func BenchmarkNotify(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			c.notify("1")
-			r0, w0 := syscallCounts(b)
-			for b.Loop() {
-				c.notify("1")
-			}
-			r1, w1 := syscallCounts(b)
-			b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
-			b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+			loopCountingSyscalls(b, func() { c.notify("1") })
 		})
 	}
 }
@@ -810,14 +817,7 @@ func BenchmarkNotify(b *testing.B) {
 func BenchmarkWakeLatency(b *testing.B) {
 	dir := wakeDir(b)
 	r := openReceiver(b, dir, "2")
-	p := shmtest.Start(b, "pong", dir)
-	if got := p.Line(b, patience); got != "ready" {
-		b.Fatalf("child: %q", got)
-	}
-	defer func() {
-		p.Send(b, "quit")
-		p.Wait(b, patience)
-	}()
+	startPong(b, dir)
 	n := newNotifier(b, dir)
 	var rtts []time.Duration
 	gen := r.Generation()

@@ -20,6 +20,7 @@ import (
 	"omnishm/ring"
 	"omnishm/scope"
 	"omnishm/segment"
+	"omnishm/wake"
 )
 
 // role is the watchdog's name among the roles a binary can be re-executed
@@ -70,7 +71,8 @@ func serve(in io.Reader, hello io.Writer) int {
 }
 
 // cleanup removes what the dead owner left, in an order that keeps each
-// step safe: the files it named by identity (rings, segments, FIFOs); then
+// step safe: the files it named by identity (rings, segments, FIFOs, and
+// with a FIFO its sleepers file); then
 // what is left of its per-key publications, judged under each key's lock
 // (segment.RemoveAbandoned: lock files, and a segment it died creating);
 // the markers of its rings; then the directories it used, if empty.
@@ -87,6 +89,7 @@ func cleanup(reg registry) {
 			if rn, ok := scope.ParseRingName(uid, filepath.Base(path)); ok && filepath.Dir(path) == scope.ShmDir {
 				removeMarker(scope.Path(rn.Dir), filepath.Base(path))
 			}
+			removeSleepers(uid, path)
 		}
 		if e.dir {
 			dirs = append(dirs, path)
@@ -125,6 +128,25 @@ func removeMarker(dir, name string) {
 	})
 	if err != nil && !errors.Is(err, unix.ENOENT) {
 		warn("retire marker %s/%s: %v", dir, name, err)
+	}
+}
+
+// removeSleepers removes the sleepers file (package wake) of a FIFO the
+// owner's receiver made, once the FIFO is gone: the FIFO's unique name says
+// the file is the dead owner's.
+func removeSleepers(uid int, path string) {
+	dir, name := filepath.Dir(path), filepath.Base(path)
+	if _, ok := scope.RingDirOfWakeDir(uid, filepath.Base(dir)); !ok || filepath.Dir(dir) != scope.ShmDir {
+		return
+	}
+	if _, ok := scope.FIFOStage(name); !ok {
+		return
+	}
+	if _, ok := identify(path); ok {
+		return // not the tracked FIFO: whose file it is, is unknown
+	}
+	if err := wake.RemoveSleepers(dir, name); err != nil && !errors.Is(err, wake.ErrNotSleepers) {
+		warn("%v", err)
 	}
 }
 

@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 //	written  ... while writing: also Track PATH and write to it
 //	announce TrackSegment PATH only
 //	dir      create the directory PATH, TrackDir it
+//	fifo     create the FIFO PATH and its sleepers file, Track the FIFO
 func ownerRole(args []string) int {
 	w := New()
 	for _, arg := range args {
@@ -64,6 +65,14 @@ func own(w *Watchdog, op, path string) error {
 			return err
 		}
 		return w.TrackDir(path)
+	case "fifo":
+		if err := unix.Mkfifo(path, 0o600); err != nil {
+			return err
+		}
+		if err := writeSleepers(path); err != nil {
+			return err
+		}
+		return w.Track(path)
 	case "track", "forget":
 		if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
 			return err
@@ -146,9 +155,7 @@ func TestOwnerDeathUnlinksTracked(t *testing.T) {
 		{"SIGKILL", func(t *testing.T, p *shmtest.Proc) { p.Kill() }},
 		{"exit without Close", func(t *testing.T, p *shmtest.Proc) {
 			p.Send(t, "exit")
-			if err := p.Wait(t, patience); err != nil {
-				t.Fatal(err)
-			}
+			p.Exited(t, patience)
 		}},
 	}
 	for _, c := range cases {
@@ -207,6 +214,59 @@ func TestOwnerDeathRemovesPerKeyFilesAndDirs(t *testing.T) {
 	shmtest.AssertPresent(t, theirs, lockOf(theirs), kept, fullDir)
 }
 
+// writeSleepers makes the sleepers file of the FIFO at path in the form
+// package wake gives it: the magic, then a count of zero, 64 bytes.
+func writeSleepers(path string) error {
+	data := append([]byte("OMSHSLP1"), make([]byte, 56)...)
+	return os.WriteFile(sleepersOf(path), data, 0o600)
+}
+
+func sleepersOf(fifo string) string {
+	return filepath.Join(filepath.Dir(fifo), scope.SleepersName(filepath.Base(fifo)))
+}
+
+// A dead receiver's FIFO goes with its sleepers file, and then the empty
+// wake directory; another receiver's FIFO and sleepers file stay, and so
+// does the sleepers file of a FIFO re-created by someone else since.
+func TestOwnerDeathRemovesSleepers(t *testing.T) {
+	wakeDir := scope.New(shmtest.Scope(t)).WakeDir
+	fifo := func() string {
+		id, err := scope.NewID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(wakeDir, scope.FIFOName("1", id))
+	}
+	mine, replaced, theirs := fifo(), fifo(), fifo()
+	all := []string{mine, sleepersOf(mine), replaced, sleepersOf(replaced), theirs, sleepersOf(theirs)}
+	defer removeAll(append(all, wakeDir)...)
+	p, pid := startOwner(t, "dir:"+wakeDir, "fifo:"+mine, "fifo:"+replaced)
+	if err := unix.Mkfifo(theirs, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSleepers(theirs); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(replaced) // another receiver's FIFO at the name, so not the owner's
+	if err := unix.Mkfifo(replaced, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	shmtest.Eventually(t, patience, "the dead receiver's FIFO and sleepers file removed", func() bool {
+		return !exists(mine) && !exists(sleepersOf(mine)) && gone(pid)
+	})
+	shmtest.AssertPresent(t, replaced, sleepersOf(replaced), theirs, sleepersOf(theirs), wakeDir)
+	removeAll(append(all, wakeDir)...)
+
+	// Alone, it leaves nothing, not even the wake directory.
+	mine = fifo()
+	p, pid = startOwner(t, "dir:"+wakeDir, "fifo:"+mine)
+	p.Kill()
+	shmtest.Eventually(t, patience, "the dead receiver's files and wake directory removed", func() bool {
+		return !exists(wakeDir) && gone(pid)
+	})
+}
+
 func TestCloseForgetsEverything(t *testing.T) {
 	a := shmPath("kept")
 	defer removeAll(a)
@@ -218,9 +278,7 @@ func TestCloseForgetsEverything(t *testing.T) {
 	if !gone(pid) {
 		t.Fatal("watchdog still running after Close returned")
 	}
-	if err := p.Wait(t, patience); err != nil {
-		t.Fatal(err)
-	}
+	p.Exited(t, patience)
 	if !exists(a) {
 		t.Fatal("Close unlinked a tracked file")
 	}

@@ -74,26 +74,11 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 		return appendNil(b), nil
 	case bool:
 		return appendBool(b, x), nil
-	case int:
-		return AppendInt(b, int64(x)), nil
-	case int8:
-		return AppendInt(b, int64(x)), nil
-	case int16:
-		return AppendInt(b, int64(x)), nil
-	case int32:
-		return AppendInt(b, int64(x)), nil
-	case int64:
-		return AppendInt(b, x), nil
-	case uint:
-		return appendUint(b, uint64(x)), nil
-	case uint8:
-		return appendUint(b, uint64(x)), nil
-	case uint16:
-		return appendUint(b, uint64(x)), nil
-	case uint32:
-		return appendUint(b, uint64(x)), nil
-	case uint64:
-		return appendUint(b, x), nil
+	case int, int8, int16, int32, int64:
+		// One case per signedness: reflect reads any width without allocating.
+		return AppendInt(b, reflect.ValueOf(x).Int()), nil
+	case uint, uint8, uint16, uint32, uint64:
+		return appendUint(b, reflect.ValueOf(x).Uint()), nil
 	case float32:
 		return appendFloat(b, float64(x)), nil
 	case float64:
@@ -106,6 +91,11 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 		}
 		return appendBin(b, x), nil
 	case Ext:
+		return appendExt(b, x.Code, x.Data), nil
+	case *Ext: // not by reflection: its value form would come back here
+		if x == nil {
+			return appendNil(b), nil
+		}
 		return appendExt(b, x.Code, x.Data), nil
 	case *tensor.Tensor:
 		if x == nil {
@@ -142,27 +132,13 @@ func (s *encodeState) encode(b []byte, v any) ([]byte, error) {
 	case []int64:
 		return numericSlice(s, b, x)
 	case []int:
-		if x == nil {
-			return appendNil(b), nil
-		}
-		b = AppendArrayHeader(b, len(x))
-		for _, n := range x {
-			b = AppendInt(b, int64(n))
-		}
-		return b, nil
+		return appendList(b, x, func(b []byte, n int) []byte { return AppendInt(b, int64(n)) }), nil
 	case []float32:
 		return numericSlice(s, b, x)
 	case []float64:
 		return numericSlice(s, b, x)
 	case []string:
-		if x == nil {
-			return appendNil(b), nil
-		}
-		b = AppendArrayHeader(b, len(x))
-		for _, str := range x {
-			b = AppendString(b, str)
-		}
-		return b, nil
+		return appendList(b, x, AppendString), nil
 	}
 	return s.value(b, reflect.ValueOf(v))
 }
@@ -397,8 +373,8 @@ func (s *encodeState) value(b []byte, v reflect.Value) ([]byte, error) {
 		if v.Type().Elem().Kind() == reflect.Uint8 {
 			return appendBin(b, byteSlice(v)), nil
 		}
-		if dt, ok := tensor.DTypeOfType(v.Type().Elem()); ok {
-			return s.tensor(b, typedSliceTensor(v, dt))
+		if t, ok := SliceTensor(v); ok {
+			return s.tensor(b, t)
 		}
 		if err := s.enter(); err != nil {
 			return b, err
@@ -441,14 +417,37 @@ func numericSlice[T tensor.Element](s *encodeState, b []byte, x []T) ([]byte, er
 	return s.tensor(b, t)
 }
 
-// typedSliceTensor is numericSlice for a slice or array found by
-// reflection (a named element type, say): a 1-D tensor over its memory,
-// or over a copy of an array that is not addressable.
-func typedSliceTensor(v reflect.Value, dt tensor.DType) *tensor.Tensor {
+// appendList writes x as a msgpack array, each element by appendElem (nil
+// as nil).
+func appendList[T any](b []byte, x []T, appendElem func([]byte, T) []byte) []byte {
+	if x == nil {
+		return appendNil(b)
+	}
+	b = AppendArrayHeader(b, len(x))
+	for _, v := range x {
+		b = appendElem(b, v)
+	}
+	return b
+}
+
+// SliceTensor returns the 1-D tensor that v, a slice or array whose
+// elements are of a tensor dtype, travels as (see Encoder), over v's memory
+// (over a copy, for an array that is not addressable): v must not change
+// while the tensor is in use. ok is false for any other value, among them
+// byte slices and arrays (bin) and nil slices (nil). Encoder, and jsonform
+// printing a Go value as what it travels as, both ask it.
+func SliceTensor(v reflect.Value) (t *tensor.Tensor, ok bool) {
+	if k := v.Kind(); k != reflect.Slice && k != reflect.Array || k == reflect.Slice && v.IsNil() {
+		return nil, false
+	}
+	dt, ok := tensor.DTypeOfType(v.Type().Elem())
+	if !ok || dt == tensor.Uint8 {
+		return nil, false
+	}
 	n := v.Len()
-	t := &tensor.Tensor{DType: dt, Shape: []int{n}, Data: []byte{}}
+	t = &tensor.Tensor{DType: dt, Shape: []int{n}, Data: []byte{}}
 	if n == 0 {
-		return t
+		return t, true
 	}
 	if !v.Index(0).CanAddr() {
 		c := reflect.New(v.Type()).Elem()
@@ -456,7 +455,7 @@ func typedSliceTensor(v reflect.Value, dt tensor.DType) *tensor.Tensor {
 		v = c
 	}
 	t.Data = unsafe.Slice((*byte)(v.Index(0).Addr().UnsafePointer()), n*dt.ItemSize())
-	return t
+	return t, true
 }
 
 func byteSlice(v reflect.Value) []byte {

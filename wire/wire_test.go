@@ -86,6 +86,8 @@ func TestMarshalForms(t *testing.T) {
 		{"byte array", [2]byte{1, 2}, "c4020102"},
 		{"ext 20", wire.Ext{Code: 42, Data: make([]byte, 20)}, "c7142a" + strings.Repeat("00", 20)},
 		{"fixext 1", wire.Ext{Code: -1, Data: []byte{5}}, "d4ff05"},
+		{"ext pointer", &wire.Ext{Code: -1, Data: []byte{5}}, "d4ff05"},
+		{"nil ext pointer", (*wire.Ext)(nil), "c0"},
 		{"list", []any{1, "a"}, "9201a161"},
 		// Typed numeric slices are the 1-D tensors they are, not lists of
 		// Python ints and floats.

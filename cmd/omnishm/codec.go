@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,12 @@ const (
 	formFrame   = "frame"   // tensor frame, SPEC §4 (payload kind 1)
 	formAuto    = "auto"    // encode: a frame with tensors, else msgpack; decode: frame.Detect tells the two apart
 )
+
+// codecForms are the values of encode's and decode's --as, its default first.
+var codecForms = []string{formAuto, formFrame, formMsgpack}
+
+// codecUsage is encode's and decode's usage line.
+var codecUsage = "[--as " + strings.Join(codecForms, "|") + "] [FILE|-]"
 
 // encoders and decoders map each --as to the codec that owns the form. As
 // SPEC §4 says, a payload without tensors has no frame form: frame.Marshal
@@ -70,26 +77,27 @@ func decode(form string, b []byte) (any, error) {
 	return nil, fmt.Errorf("input is not msgpack: %w", err)
 }
 
-// codecArgs parses the arguments of encode and decode, the same for both:
-// --as (def when not given), which must be one of forms, and at most one
-// input file, which it reads. When ok is false the
-// command returns code at once.
-func codecArgs(inv *invocation, args []string, def, help string, forms ...string) (as string, input []byte, code int, ok bool) {
-	fs := inv.flags()
-	form := fs.String("as", def, help)
-	if code, ok := inv.parse(fs, args); !ok {
-		return "", nil, code, false
+// codecRun is the run function of encode and decode, which parse the same
+// arguments: --as (described by help), one of codecForms, and at most one
+// input file, which it reads and hands to convert with the form chosen.
+func codecRun(help string, convert func(inv *invocation, as string, input []byte) int) func(context.Context, []string, *invocation) int {
+	return func(_ context.Context, args []string, inv *invocation) int {
+		fs := inv.flags()
+		as := fs.String("as", codecForms[0], help)
+		if code, ok := inv.parse(fs, args); !ok {
+			return code
+		}
+		choice := strings.Join(codecForms[:len(codecForms)-1], ", ") + " or " + codecForms[len(codecForms)-1]
+		switch {
+		case !slices.Contains(codecForms, *as):
+			return inv.usageError("--as %q: want %s", *as, choice)
+		case fs.NArg() > 1:
+			return inv.usageError("want at most one input file, got %s", strings.Join(fs.Args(), " "))
+		}
+		input, err := inv.readInput(fs.Args())
+		if err != nil {
+			return inv.fail(err)
+		}
+		return convert(inv, *as, input)
 	}
-	choice := strings.Join(forms[:len(forms)-1], ", ") + " or " + forms[len(forms)-1]
-	switch {
-	case !slices.Contains(forms, *form):
-		return "", nil, inv.usageError("--as %q: want %s", *form, choice), false
-	case fs.NArg() > 1:
-		return "", nil, inv.usageError("want at most one input file, got %s", strings.Join(fs.Args(), " ")), false
-	}
-	input, err := inv.readInput(fs.Args())
-	if err != nil {
-		return "", nil, inv.fail(err), false
-	}
-	return *form, input, exitOK, true
 }

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 
 	"omnishm/jsonform"
@@ -12,20 +11,16 @@ import (
 func init() {
 	register(command{
 		name:     "decode",
-		usage:    "[--as auto|frame|msgpack] [FILE|-]",
+		usage:    codecUsage,
 		summary:  "read a payload's bytes and print its JSON form (SPEC §10) on one line",
 		examples: []string{"omnishm decode testdata/vectors/codes56.frame", "omnishm encode payload.json | omnishm decode"},
-		run:      runDecode,
+		run: codecRun("byte form to read: frame (SPEC §4), msgpack (SPEC §5), or auto: a frame\n"+
+			"when the bytes start with a valid tensor frame header (its u32 length, then\n"+
+			"[descriptors, tree, 16-byte nonce]), msgpack otherwise", decodeAs),
 	})
 }
 
-func runDecode(ctx context.Context, args []string, inv *invocation) int {
-	as, b, code, ok := codecArgs(inv, args, formAuto, "byte form to read: frame (SPEC §4), msgpack (SPEC §5), or auto: a frame\n"+
-		"when the bytes start with a valid tensor frame header (its u32 length, then\n"+
-		"[descriptors, tree, 16-byte nonce]), msgpack otherwise", formAuto, formFrame, formMsgpack)
-	if !ok {
-		return code
-	}
+func decodeAs(inv *invocation, as string, b []byte) int {
 	v, err := decode(as, b)
 	if err != nil {
 		return inv.fail(err)

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 
 	"omnishm/jsonform"
@@ -12,19 +11,15 @@ import (
 func init() {
 	register(command{
 		name:     "encode",
-		usage:    "[--as auto|frame|msgpack] [FILE|-]",
+		usage:    codecUsage,
 		summary:  "read a payload's JSON form (SPEC §10) and write its bytes to stdout",
 		examples: []string{"omnishm encode payload.json > payload.frame", "omnishm encode --as msgpack payload.json > payload.msgpack"},
-		run:      runEncode,
+		run: codecRun("byte form to write: auto or frame (a tensor frame, SPEC §4, for a payload with\n"+
+			"tensors; one without is written as msgpack, as SPEC §4 sends it), or msgpack (SPEC §5)", encodeAs),
 	})
 }
 
-func runEncode(ctx context.Context, args []string, inv *invocation) int {
-	as, text, code, ok := codecArgs(inv, args, formAuto, "byte form to write: auto or frame (a tensor frame, SPEC §4, for a payload with\n"+
-		"tensors; one without is written as msgpack, as SPEC §4 sends it), or msgpack (SPEC §5)", formAuto, formFrame, formMsgpack)
-	if !ok {
-		return code
-	}
+func encodeAs(inv *invocation, as string, text []byte) int {
 	v, err := jsonform.Unmarshal(text)
 	if err != nil {
 		return inv.fail(fmt.Errorf("input is not a payload's JSON form: %w", err))

@@ -156,10 +156,19 @@ func printState(w io.Writer, st *shmstate.State) {
 		}
 		rows = rows[:0]
 		for _, f := range sc.FIFOs {
-			rows = append(rows, []string{f.Name, f.Stage, yesNo(f.Reader), f.Age.String()})
+			stage := f.Stage
+			if stage == "" {
+				stage = "- (temporary)"
+			}
+			rows = append(rows, []string{f.Name, stage, yesNo(f.Reader), f.Age.String()})
 		}
 		if len(rows) > 0 {
 			table("FIFO\tSTAGE\tREADER\tAGE", rows)
+		}
+		for _, sl := range sc.Sleepers {
+			if sl.Orphaned() {
+				fmt.Fprintf(w, "  sleepers file without a read FIFO: %s\n", sl.Name)
+			}
 		}
 	}
 	fmt.Fprintf(w, "per-key files of uid %d (not tied to a scope)\n", st.UID)

@@ -78,6 +78,9 @@ func TestNatsRecvTimeout(t *testing.T) {
 	url := natsServer(t)
 	r := omnishm(t, nil, "recv", "--transport", "nats", "--url", url, "--from", "0", "--to", "1", "--key", shmtest.Key("never"), "--timeout", "100ms")
 	r.wantFailure(t, exitFail, "within 100ms")
+	// It says where it looked and what the server holds there.
+	r.wantFailure(t, exitFail, `within 100ms (bucket "omnishm", stream KV_omnishm, subject $KV.omnishm.0.1.`)
+	r.wantFailure(t, exitFail, "; saw no entry for the key, no unclaimed publication of another key on the edge")
 }
 
 // An unclaimed publication is retired when --wait runs out: a later recv

@@ -29,17 +29,11 @@ func init() {
 }
 
 func runRecv(ctx context.Context, args []string, inv *invocation) int {
-	fs, e := declareEdgeFlags(inv, "host ring capacity of this end (as in the deployment's configuration); 0: per-key only")
+	fs, e := declareEdgeFlags(inv, "host ring capacity of this end (as in the deployment's configuration); 0: per-key only",
+		"timeout", 10*time.Second, "give up after this long")
 	descText := fs.String("descriptor", "", "the descriptor send printed (JSON, plain or {key: descriptor}): read only that publication")
-	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
-	if code, ok := inv.parse(fs, args); !ok {
+	if code, ok := e.parse(inv, fs, args); !ok {
 		return code
-	}
-	if code, ok := e.check(inv, fs); !ok {
-		return code
-	}
-	if *timeout <= 0 {
-		return inv.usageError("--timeout %v: want a positive duration", *timeout)
 	}
 	if fs.NArg() > 0 {
 		return inv.usageError("unexpected arguments %q", fs.Args())
@@ -58,7 +52,7 @@ func runRecv(ctx context.Context, args []string, inv *invocation) int {
 		return inv.fail(err)
 	}
 	defer conn.Close()
-	rctx, cancel := context.WithTimeout(ctx, *timeout)
+	rctx, cancel := context.WithTimeout(ctx, *e.wait)
 	defer cancel()
 	payload, err := receive(rctx, conn, *e.from, *e.to, *e.key, desc)
 	switch {
@@ -66,7 +60,7 @@ func runRecv(ctx context.Context, args []string, inv *invocation) int {
 		fmt.Fprintln(inv.err, "omnishm recv: interrupted")
 		return exitInterrupted
 	case errors.Is(err, context.DeadlineExceeded):
-		msg := fmt.Sprintf("nothing received for key %q on edge %s->%s within %v", *e.key, *e.from, *e.to, *timeout)
+		msg := fmt.Sprintf("nothing received for key %q on edge %s->%s within %v", *e.key, *e.from, *e.to, *e.wait)
 		if te, ok := errors.AsType[*connector.RecvTimeoutError](err); ok {
 			msg += fmt.Sprintf(" (%s); saw %s", te.Where(), te.Saw())
 		}

@@ -45,11 +45,15 @@ type edgeFlags struct {
 	scope, from, to, key *string
 	ringBytes            *int
 	transport            transportFlags
+	wait                 *time.Duration // how long this end waits for the other
+	waitName             string
 	chosen               config.Connector // check's: what open opens
 	noScope              bool             // check's: no scope was chosen, names are keyed by the parent pid
 }
 
-func declareEdgeFlags(inv *invocation, ringHelp string) (*flag.FlagSet, *edgeFlags) {
+// declareEdgeFlags declares the shared flags, the end's own wait among them
+// (waitName: recv's --timeout, send's --wait).
+func declareEdgeFlags(inv *invocation, ringHelp, waitName string, wait time.Duration, waitHelp string) (*flag.FlagSet, *edgeFlags) {
 	fs := inv.flags()
 	e := &edgeFlags{
 		scope: fs.String("scope", "", "wakeup scope shared by both ends (default: $"+scopeEnv+", else the configuration's, else none:\n"+
@@ -59,13 +63,19 @@ func declareEdgeFlags(inv *invocation, ringHelp string) (*flag.FlagSet, *edgeFla
 		key:       fs.String("key", "", "publication key (required)"),
 		ringBytes: fs.Int("ring-bytes", ring.DefaultCapacity, ringHelp+" (shm only)"),
 		transport: declareTransportFlags(fs, true, "default: the configuration's, else "+natsconn.DefaultURL),
+		wait:      fs.Duration(waitName, wait, waitHelp),
+		waitName:  waitName,
 	}
 	return fs, e
 }
 
-// check reports the first missing required flag or flag that does not go
-// with the transport, and settles the connector configuration.
-func (e *edgeFlags) check(inv *invocation, fs *flag.FlagSet) (int, bool) {
+// parse parses args, reports the first missing required flag, bad value or
+// flag that does not go with the transport, and settles the connector
+// configuration.
+func (e *edgeFlags) parse(inv *invocation, fs *flag.FlagSet, args []string) (int, bool) {
+	if code, ok := inv.parse(fs, args); !ok {
+		return code, false
+	}
 	for _, f := range []struct{ name, v string }{{"from", *e.from}, {"to", *e.to}, {"key", *e.key}} {
 		if f.v == "" {
 			return inv.usageError("--%s is required", f.name), false
@@ -96,6 +106,9 @@ func (e *edgeFlags) check(inv *invocation, fs *flag.FlagSet) (int, bool) {
 	if set["ring-bytes"] {
 		c.Extra.HostRingBytes = *e.ringBytes // 0: per-key only
 	}
+	if *e.wait <= 0 {
+		return inv.usageError("--%s %v: want a positive duration", e.waitName, *e.wait), false
+	}
 	e.chosen = c
 	return exitOK, true
 }
@@ -113,16 +126,10 @@ func (e *edgeFlags) open(inv *invocation, stage string) (connector.Receiver, err
 }
 
 func runSend(ctx context.Context, args []string, inv *invocation) int {
-	fs, e := declareEdgeFlags(inv, "host ring capacity; 0 forces the per-key path")
-	wait := fs.Duration("wait", 30*time.Second, "if no receiver claims the payload within this time, retire it and exit 3\n(SIGINT or SIGTERM retire it and exit 130)")
-	if code, ok := inv.parse(fs, args); !ok {
+	fs, e := declareEdgeFlags(inv, "host ring capacity; 0 forces the per-key path", "wait", 30*time.Second,
+		"if no receiver claims the payload within this time, retire it and exit 3\n(SIGINT or SIGTERM retire it and exit 130)")
+	if code, ok := e.parse(inv, fs, args); !ok {
 		return code
-	}
-	if code, ok := e.check(inv, fs); !ok {
-		return code
-	}
-	if *wait <= 0 {
-		return inv.usageError("--wait %v: want a positive duration", *wait)
 	}
 	if fs.NArg() > 1 {
 		return inv.usageError("want at most one payload file, got %d arguments", fs.NArg())
@@ -155,7 +162,7 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 	fmt.Fprintln(inv.out, desc.String())
 
 	// The publication must outlive the put until it is claimed.
-	wctx, cancel := context.WithTimeout(ctx, *wait)
+	wctx, cancel := context.WithTimeout(ctx, *e.wait)
 	defer cancel()
 	err = teller.WaitClaimed(wctx, desc)
 	if err == nil {
@@ -178,7 +185,7 @@ func runSend(ctx context.Context, args []string, inv *invocation) int {
 		fmt.Fprintf(inv.err, "omnishm send: interrupted; %s (key %q)\n", what, *e.key)
 		return exitInterrupted
 	case wctx.Err() != nil:
-		fmt.Fprintf(inv.err, "omnishm send: no receiver claimed %q within %v; %s\n", *e.key, *wait, what)
+		fmt.Fprintf(inv.err, "omnishm send: no receiver claimed %q within %v; %s\n", *e.key, *e.wait, what)
 		return exitUnclaimed
 	}
 	return inv.fail(err)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
@@ -45,6 +46,27 @@ func Open(tb testing.TB, scope string, stage connector.Stage, ringBytes int) *co
 	return c
 }
 
+// FromConfig builds the connector named name in the configuration document
+// yaml (config.Parse, then connector.New), closed when the test ends. It
+// returns the connector's configuration too.
+func FromConfig(tb testing.TB, yaml, name string) (connector.Transport, config.Connector) {
+	tb.Helper()
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := connector.New(cfg.Connectors[name])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return c, cfg.Connectors[name]
+}
+
 // Edge opens both ends of edge 0->1 on a scope of the test's own.
 func Edge(tb testing.TB, ringBytes int) (sender, receiver *connector.SHM) {
 	tb.Helper()
@@ -60,6 +82,21 @@ func MustPut(tb testing.TB, c connector.Transport, from, to, key string, v any) 
 		tb.Fatalf("put %q: %v", key, err)
 	}
 	return d
+}
+
+// PutGetLoop is a benchmark's loop of one put by sender and one get by
+// receiver of key on edge 0->1, with allocations reported: the transport's
+// CPU cost per pair.
+func PutGetLoop(b *testing.B, sender, receiver connector.Transport, key string, payload any) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := sender.Put("0", "1", key, payload); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, ok, err := receiver.Get("0", "1", key, nil); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
 }
 
 // MustGet claims key and fails the test on a miss or an error.
@@ -157,4 +194,19 @@ func Files(names scope.Names, keyPrefixes ...string) []string {
 		}
 	}
 	return files
+}
+
+// ChildCodes is CodesOf without a test to fail, for a child that reports
+// what it got: [-1] when payload is not a non-empty Codes payload.
+func ChildCodes(payload any) []int64 {
+	m, _ := payload.(map[string]any)
+	tt, _ := m["codes"].(*tensor.Tensor)
+	if tt == nil {
+		return []int64{-1}
+	}
+	vals, err := tensor.Values[int64](tt)
+	if err != nil || len(vals) == 0 {
+		return []int64{-1}
+	}
+	return vals
 }

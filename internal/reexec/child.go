@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -52,6 +53,9 @@ type Options struct {
 	// handshake: the child runs the role and is set up).
 	Ready        string
 	ReadyTimeout time.Duration // 0 means DefaultReadyTimeout
+	// Credential, when set, runs the child as that user and groups (only
+	// root may give another user's): what another user's process meets.
+	Credential *syscall.Credential
 }
 
 // Command returns the unstarted command that runs opts.Exe in role, for a
@@ -86,6 +90,7 @@ func Command(role string, opts Options) *exec.Cmd {
 		cmd.Stderr = os.Stderr
 	}
 	cmd.SysProcAttr = sysProcAttr(opts.Detach)
+	cmd.SysProcAttr.Credential = opts.Credential
 	return cmd
 }
 

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,7 +142,14 @@ func register(role string, fn func(args []string) int) {
 // still running.
 func Start(t testing.TB, role string, args ...string) *Proc {
 	t.Helper()
-	c, err := reexec.Start(roleName(role), reexec.Options{Args: append([]string{noTests}, args...)})
+	return StartAs(t, nil, role, args...)
+}
+
+// StartAs is Start with the child running as cred's user and groups (nil:
+// this process's); only root may give another user's.
+func StartAs(t testing.TB, cred *syscall.Credential, role string, args ...string) *Proc {
+	t.Helper()
+	c, err := reexec.Start(roleName(role), reexec.Options{Args: append([]string{noTests}, args...), Credential: cred})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +198,24 @@ func (p *Proc) Wait(t testing.TB, timeout time.Duration) error {
 		t.Fatalf("child %d did not exit within %v", p.child.Pid(), timeout)
 	}
 	return nil
+}
+
+// Expect fails the test unless the child's next line, within timeout, is
+// want.
+func (p *Proc) Expect(t testing.TB, timeout time.Duration, want string) {
+	t.Helper()
+	if l := p.Line(t, timeout); l != want {
+		t.Fatalf("child %d said %q, want %q", p.child.Pid(), l, want)
+	}
+}
+
+// Exited fails the test unless the child exits with status 0 within
+// timeout.
+func (p *Proc) Exited(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	if err := p.Wait(t, timeout); err != nil {
+		t.Fatalf("child %d: %v", p.child.Pid(), err)
+	}
 }
 
 // Kill sends SIGKILL and waits for the child to be reaped.

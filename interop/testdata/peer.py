@@ -26,6 +26,13 @@ Payload bytes travel as hex; the Go side encodes and decodes them.
         cached discovery stamps persist across gets): prints "ready", then for
         each line "KEY TIMEOUT [DESCRIPTOR_JSON]" prints what get prints; an
         empty line or end of input closes it and prints "closed".
+    peer.py sleep SCOPE FROM TO KEY...
+        A receiver that waits as the seed's does between gets (SPEC 8): it
+        makes its FIFO W/TO_{uuid4 hex} (and no Go sleepers count), prints
+        "ready", then for each KEY in turn sleeps in select() on the FIFO
+        (60 s at most: it never polls otherwise), drains it, and tries one
+        get; on a hit it prints what get prints and goes on to the next KEY.
+        It removes its FIFO before it exits, also when its input ends.
     peer.py segput KEY HEXFILE [--wrap]
         Publishes the bytes as a per-key segment (SPEC 6), prints its
         descriptor, then, on a line from stdin, retires it if still unclaimed
@@ -53,10 +60,12 @@ import json
 import logging
 import mmap
 import os
+import select
 import stat
 import struct
 import sys
 import time
+import uuid
 import zlib
 from multiprocessing import shared_memory as shm_pkg
 
@@ -252,6 +261,47 @@ def cmd_serve(args: list[str]) -> int:
     return 0
 
 
+def cmd_sleep(args: list[str]) -> int:
+    scope, source, destination, keys = args[0], args[1], args[2], args[3:]
+    directory = wake_dir_of(scope)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    path = os.path.join(directory, f"{destination}_{uuid.uuid4().hex}")
+    os.mkfifo(path, 0o600)
+    rfd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    wfd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # never EOF
+    ring = HostRingTransport(directory, _RING_BYTES)
+    say("ready")
+    try:
+        for key in keys:
+            while True:
+                ready, _, _ = select.select([rfd, sys.stdin], [], [], 60)
+                if not ready:
+                    say(None)  # no wakeup within a minute
+                    return 1
+                if sys.stdin in ready and not sys.stdin.readline():
+                    return 1  # the test gave up: leave, cleaning up
+                if rfd not in ready:
+                    continue
+                try:
+                    os.read(rfd, 512)
+                except BlockingIOError:
+                    pass
+                result = ring.get(source, destination, key, None)
+                if result is not None:
+                    say_received(result)
+                    break
+    finally:
+        ring.close()
+        os.close(rfd)
+        os.close(wfd)
+        os.unlink(path)
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass
+    return 0
+
+
 # Per-key segments (SPEC 6). The lock file guards one key's segment; whoever
 # holds it exclusively may create, read or unlink the segment.
 def lock_path(key: str) -> str:
@@ -411,6 +461,7 @@ def main(argv: list[str]) -> int:
         "put": cmd_put,
         "get": cmd_get,
         "serve": cmd_serve,
+        "sleep": cmd_sleep,
         "claimall": cmd_claimall,
         "segput": cmd_segput,
         "segget": cmd_segget,
