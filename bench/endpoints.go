@@ -3,12 +3,14 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
 
 	"omnishm/config"
 	"omnishm/connector"
+	"omnishm/frame"
 	"omnishm/natsconn"
 )
 
@@ -19,12 +21,45 @@ type endpointSettings struct {
 	Scope     string      `json:"scope"`      // the shared-memory transports' wakeup scope
 	RingBytes int         `json:"ring_bytes"` // the ring transport's capacity
 	Nats      config.Nats `json:"nats"`       // the nats transport's settings
+	// Supplied: receives decode into one recycled buffer (Plan.Supplied).
+	Supplied bool `json:"supplied,omitempty"`
 }
 
 // endpoints are the plan's, once resolved (and, for nats, its server
 // started).
 func (p Plan) endpoints() endpointSettings {
-	return endpointSettings{Scope: p.Scope, RingBytes: p.RingBytes, Nats: p.Nats}
+	return endpointSettings{Scope: p.Scope, RingBytes: p.RingBytes, Nats: p.Nats, Supplied: p.Supplied}
+}
+
+// intoReceiver is a connector that receives into supplied memory
+// (connector.SHM).
+type intoReceiver interface {
+	GetInto(from, to, key string, desc *connector.Descriptor, a frame.Allocator) (connector.Message, bool, error)
+	RecvInto(ctx context.Context, from, key string, a frame.Allocator) (connector.Message, error)
+}
+
+// supplied is the recycled memory a receiver of payloads of up to size
+// msgpack bytes decodes into under Plan.Supplied, nil without it or for a
+// connector that cannot: room for the whole form (a per-key segment is
+// read whole) and the alignment of its tensors.
+func (e endpointSettings) supplied(conn connector.Transport, size int) (intoReceiver, *recycled) {
+	into, ok := conn.(intoReceiver)
+	if !e.Supplied || !ok {
+		return nil, nil
+	}
+	return into, &recycled{buf: make([]byte, size+4096)}
+}
+
+// recycled is one buffer every receive decodes into again.
+type recycled struct {
+	buf   []byte
+	arena frame.Arena
+}
+
+// next is the arena for the next receive: the whole buffer again.
+func (r *recycled) next() *frame.Arena {
+	r.arena.Reset(r.buf)
+	return &r.arena
 }
 
 // open opens a connector of transport as stage ("" for the producer),

@@ -187,6 +187,11 @@ type Plan struct {
 	// Idle is how long a fanout measures its idle waiters, after letting
 	// them settle for a quarter of that; 0 means 2s. Fanout mode only.
 	Idle time.Duration
+	// Supplied makes the shared-memory transports' receives decode into
+	// one recycled buffer per cell (connector.SHM's GetInto and RecvInto
+	// with a frame.Arena) instead of memory allocated per message.
+	// Latency, pair and stream modes.
+	Supplied bool
 	// Scope is the wakeup scope of the run; empty means a fresh one.
 	Scope string
 	// KeyPrefix starts every key of the run, and the name of the flock
@@ -238,6 +243,8 @@ func (p Plan) resolve() (Plan, [][]byte, error) {
 		return p, nil, fmt.Errorf("%w: count %d", ErrPlan, p.Count)
 	case p.Count > 0 && p.Mode == Fanout:
 		return p, nil, fmt.Errorf("%w: fanout delivers one message per waiter: it takes no count", ErrPlan)
+	case p.Supplied && p.Mode == Fanout:
+		return p, nil, fmt.Errorf("%w: fanout receives no payload worth supplying memory for", ErrPlan)
 	case p.Window < 0:
 		return p, nil, fmt.Errorf("%w: window %d", ErrPlan, p.Window)
 	case p.Waiters < 0 || p.Waiters > maxWaiters:

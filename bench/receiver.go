@@ -204,6 +204,7 @@ func serveReceiver(ctx context.Context, _ []string) int {
 			buf = make([]byte, req.Size)
 		}
 		in := incoming{conn: conn, sock: sock, buf: buf[:req.Size], req: req}
+		in.into, in.mem = req.supplied(conn, req.Size)
 		switch req.Mode {
 		case Stream:
 			err = serveStream(ctx, in)
@@ -225,10 +226,16 @@ type incoming struct {
 	sock *os.File
 	buf  []byte
 	req  request
+	into intoReceiver // conn, under Plan.Supplied
+	mem  *recycled
 }
 
 // next receives message i; ctx bounds a connector's wait.
 func (in incoming) next(ctx context.Context, i int) error {
+	if in.into != nil {
+		_, err := in.into.RecvInto(ctx, benchFrom, key(in.req.KeyPrefix, in.req.Run, i), in.mem.next())
+		return err
+	}
 	if in.conn != nil {
 		_, _, err := in.conn.Recv(ctx, benchFrom, key(in.req.KeyPrefix, in.req.Run, i))
 		return err

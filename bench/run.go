@@ -345,20 +345,28 @@ func timePair(r *runner, c *cell) error {
 			return hostclock.Now() - t0, err
 		})
 	}
+	into, mem := r.plan.endpoints().supplied(c.conn, len(c.form))
 	return r.timeEach(c, func(i int) (time.Duration, error) {
 		k := key(r.plan.KeyPrefix, c.run, i) // the floor makes no string either
 		t0 := hostclock.Now()
-		err := pair(c.conn, k, c.payload.Value)
+		err := pair(c.conn, into, mem, k, c.payload.Value)
 		return hostclock.Now() - t0, err
 	})
 }
 
-// pair is one put and the get that claims it.
-func pair(conn connector.Transport, key string, v any) error {
+// pair is one put and the get that claims it, into mem through into when
+// the plan supplies memory.
+func pair(conn connector.Transport, into intoReceiver, mem *recycled, key string, v any) error {
 	if _, _, err := conn.Put(benchFrom, benchTo, key, v); err != nil {
 		return err
 	}
-	_, _, ok, err := conn.Get(benchFrom, benchTo, key, nil)
+	var ok bool
+	var err error
+	if into != nil {
+		_, ok, err = into.GetInto(benchFrom, benchTo, key, nil, mem.next())
+	} else {
+		_, _, ok, err = conn.Get(benchFrom, benchTo, key, nil)
+	}
 	if err == nil && !ok {
 		err = fmt.Errorf("get %q missed right after its put", key)
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"omnishm/connector"
+	"omnishm/frame"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
@@ -297,4 +298,57 @@ func measureFanout(b *testing.B, n, ringBytes int, idle time.Duration) {
 	b.ReportMetric(float64(perMsg)/float64(pair), "flock-pairs/msg")
 	b.ReportMetric(float64(floor.Nanoseconds())/1000, "floor-cpu-µs/msg")
 	b.ReportMetric(float64(perMsg-floor)/float64(pair), "above-floor-flock-pairs/msg")
+}
+
+// BenchmarkLargePair is one put and one get of a float32 tensor of 64 KiB,
+// 1 MiB and 16 MiB in one process, on the ring (a 64 MiB one, so 1 MiB
+// fits its quarter) and on the per-key path, with Get or with GetInto
+// into one recycled buffer: the copy paths' cost. SetBytes counts the
+// payload once; two plain copies of it are the floor.
+func BenchmarkLargePair(b *testing.B) {
+	for _, path := range []struct {
+		name      string
+		ringBytes int
+		into      bool
+	}{{"ring", ring.MaxCapacity, false}, {"ring-into", ring.MaxCapacity, true},
+		{"perkey", connector.NoRing, false}, {"perkey-into", connector.NoRing, true}} {
+		for _, size := range []int{64 << 10, 1 << 20, 16 << 20} {
+			b.Run(path.name+"/"+strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
+				c := conntest.Open(b, shmtest.Scope(b), "1", path.ringBytes)
+				t, err := tensor.Zeros(tensor.Float32, size/4)
+				if err != nil {
+					b.Fatal(err)
+				}
+				payload := map[string]any{"hidden": t}
+				key := shmtest.Key("large")
+				// The first put creates (and zero-fills) the ring: not timed.
+				if _, _, err := c.Put("0", "1", key, payload); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, ok, err := c.Get("0", "1", key, nil); !ok || err != nil {
+					b.Fatal(ok, err)
+				}
+				buf := make([]byte, size+4096) // the tensor, or the whole segment
+				var arena frame.Arena
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, _, err := c.Put("0", "1", key, payload); err != nil {
+						b.Fatal(err)
+					}
+					var ok bool
+					var err error
+					if path.into {
+						arena.Reset(buf)
+						_, ok, err = c.GetInto("0", "1", key, nil, &arena)
+					} else {
+						_, _, ok, err = c.Get("0", "1", key, nil)
+					}
+					if !ok || err != nil {
+						b.Fatal(ok, err)
+					}
+				}
+			})
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"omnishm/frame"
 	"omnishm/fswatch"
 	"omnishm/ring"
 	"omnishm/scope"
@@ -68,7 +69,8 @@ const (
 // waiter is one Recv parked on its channel.
 type waiter struct {
 	from, key string
-	ch        chan result // the one result, buffered
+	alloc     frame.Allocator // RecvInto's supplied memory; nil for Recv
+	ch        chan result     // the one result, buffered
 	// Under dispatcher.mu:
 	state     waitState
 	cancelled bool // its Recv gave up while a claim for it was under way
@@ -192,8 +194,8 @@ func (d *dispatcher) nudge() {
 
 // wait registers a waiter for key on edge from->d.to; ErrClosed once the
 // dispatcher stopped.
-func (d *dispatcher) wait(from, key string) (*waiter, error) {
-	w := &waiter{from: from, key: key, ch: make(chan result, 1)}
+func (d *dispatcher) wait(from, key string, a frame.Allocator) (*waiter, error) {
+	w := &waiter{from: from, key: key, alloc: a, ch: make(chan result, 1)}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -450,7 +452,9 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		d.busyAt = now.Add(d.busyEvery)
 	case !busy && all:
 		// Only a sweep of every waited key ends the retries: one for new
-		// waiters alone may not have met the ring that was busy.
+		// waiters alone may not have met the ring that was busy, and a
+		// wakeup's looks only at new frames, not at the indexed frame a
+		// busy sweep failed to offer a new waiter.
 		d.busyAt, d.busyEvery = time.Time{}, 0
 	}
 	next := d.fullAt
@@ -594,7 +598,11 @@ func (d *dispatcher) sweep(from string, keys []string) (frames int, busy bool) {
 		d.c.stats.got(from, d.to, PathRing, got.Size) // stats, as getRing counts
 		d.finish(w, result{msg: Message{Payload: got.Value, Size: got.Size, Producer: got.Producer}, ok: true})
 	}
-	st, err := d.c.ring.Sweep(from, d.to, keys, want, decodeRing, deliver)
+	// Sweep decodes each frame right after want reserved its waiter.
+	decode := func(kind ring.Kind, payload []byte) (any, error) {
+		return decodeWith(reserved[len(reserved)-1].alloc, kind, payload)
+	}
+	st, err := d.c.ring.Sweep(from, d.to, keys, want, decode, deliver)
 	for _, w := range reserved[next:] { // none, by Sweep's contract; never strand one
 		d.finish(w, result{})
 	}
@@ -629,7 +637,7 @@ func (d *dispatcher) trySegments(keys []string) (found bool) {
 			continue
 		}
 		d.stats.segmentTries.Add(1)
-		msg, ok, err := d.c.getSegment(w.from, d.to, key)
+		msg, ok, err := d.c.getSegmentInto(w.from, d.to, key, w.alloc)
 		if err != nil {
 			err = keyError("recv", key, err)
 		}

@@ -5,10 +5,13 @@ package connector_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"omnishm/connector"
 	"omnishm/internal/conntest"
@@ -257,5 +260,63 @@ func TestRecvWithoutWakeups(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A new waiter whose frame was indexed already (swept while nobody waited
+// for it) but whose first sweep met the producer's ring lock is retried
+// until a sweep of every waited key succeeds: a wakeup's sweep in between,
+// which looks only at new frames, does not end the retry. (It did: a
+// stream of 1 MiB frames, whose producer holds the lock for each copy,
+// stalled until the safety re-poll.) With PollInterval at an hour, only the
+// retry can deliver it.
+func TestBusySweepRetriesAnIndexedFrame(t *testing.T) {
+	sc := shmtest.Scope(t)
+	send := conntest.Open(t, sc, "0", ring.DefaultCapacity)
+	recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: ring.DefaultCapacity, PollInterval: time.Hour, Spin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	other, indexed, wake := shmtest.Key("other"), shmtest.Key("indexed"), shmtest.Key("wake")
+	recvErr := func(key string) chan error {
+		ch := make(chan error, 1)
+		go func() { _, _, err := recv.Recv(ctx, "0", key); ch <- err }()
+		return ch
+	}
+	// A waiter of another key makes the dispatcher sweep the next frame:
+	// indexed, with nobody waiting for it.
+	otherDone := recvErr(other)
+	waitSettled(t, recv, 1)
+	scans := connector.Dispatched(recv).RingScans
+	d := conntest.MustPut(t, send, "0", "1", indexed, conntest.Codes(1, 1))
+	shmtest.Eventually(t, wait, "the frame swept", func() bool {
+		return connector.Dispatched(recv).RingScans > scans && connector.DispatchSettled(recv)
+	})
+	// The producer's lock, as a put in progress holds it.
+	lock, err := os.OpenFile(scope.Path(d.HostRing.Name), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	indexedDone := recvErr(indexed)
+	// Busy sweeps back off: let the retry's delay grow past a put.
+	sweeps := connector.Dispatched(recv).Sweeps
+	shmtest.Eventually(t, wait, "busy retries", func() bool { return connector.Dispatched(recv).Sweeps >= sweeps+6 })
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	conntest.MustPut(t, send, "0", "1", wake, conntest.Codes(1, 2)) // a wakeup, a new frame
+	if err := <-indexedDone; err != nil {
+		t.Fatalf("Recv of the indexed frame: %v", err)
+	}
+	conntest.MustPut(t, send, "0", "1", other, conntest.Codes(1, 3))
+	if err := <-otherDone; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -50,6 +50,15 @@
 // tensors own their bytes (they never share a backing array with small
 // values). Descriptors are plain values.
 //
+// GetInto and RecvInto decode into memory the caller supplies instead (a
+// frame.Allocator such as a frame.Arena over a buffer it recycles): tensor
+// bytes are copied once out of shared memory into it, and no allocation the
+// size of the payload is made, zeroed or faulted in per message. That
+// memory stays the caller's; the connector keeps no reference to it, and
+// a publication it has no room for is left in place (the error wraps
+// frame.ErrAllocate). A put copies tensor bytes once too, straight from the
+// caller's slices into the ring or the segment.
+//
 // # Files in /dev/shm
 //
 // All names come from package scope (SPEC §2, §6, §8). A connector creates:

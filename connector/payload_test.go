@@ -3,17 +3,28 @@
 package connector_test
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
+	"io"
 	"math"
+	"os"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
+	"unsafe"
+	"weak"
 
 	"omnishm/connector"
 	"omnishm/frame"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
+	"omnishm/internal/vectortest"
 	"omnishm/ring"
+	"omnishm/scope"
 	"omnishm/tensor"
 	"omnishm/wire"
 )
@@ -311,3 +322,352 @@ func sortedKeys(m map[string]any) []string {
 
 func putFloat32(b []byte, f float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(f)) }
 func putFloat64(b []byte, f float64) { binary.LittleEndian.PutUint64(b, math.Float64bits(f)) }
+
+var allDTypes = []tensor.DType{
+	tensor.Bool, tensor.Uint8, tensor.Int8, tensor.Int16, tensor.Int32, tensor.Int64,
+	tensor.Uint16, tensor.Uint32, tensor.Uint64, tensor.Float16, tensor.BFloat16,
+	tensor.Float32, tensor.Float64, tensor.Complex64, tensor.Complex128,
+}
+
+// patterned is a tensor of n items whose bytes are all distinct in a
+// window of 251 (valid for every dtype: bools are 0 or 1).
+func patterned(t testing.TB, dt tensor.DType, n int, seed byte) *tensor.Tensor {
+	t.Helper()
+	x, err := tensor.Zeros(dt, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range x.Data {
+		x.Data[i] = seed + byte(i%251)
+		if dt == tensor.Bool {
+			x.Data[i] &= 1
+		}
+	}
+	return x
+}
+
+// copyPathRing is the ring of the copy-path tests: a quarter of 4 MiB
+// holds frames past SPEC §4's 64 KiB rule, up to 1 MiB.
+const copyPathRing = 4 << 20
+
+// quarterLimit is the largest payload a frame under key may carry in a
+// quarter of copyPathRing (SPEC §3).
+func quarterLimit(key string) int { return copyPathRing/4 - 16 - len(key) }
+
+// frameSize and plainSize are a payload's sizes as a tensor frame and as
+// kind-0 bytes.
+func frameSize(t testing.TB, v any) int {
+	t.Helper()
+	p, err := frame.Prepare(v, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release()
+	return p.Size()
+}
+
+func plainSize(t testing.TB, v any) int {
+	t.Helper()
+	b, err := wire.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(b)
+}
+
+// quarterItems is the largest count of dt items for which size of
+// {"t": tensor} still fits the quarter limit of key: from the overhead
+// size adds to the data, then a step or two.
+func quarterItems(t testing.TB, dt tensor.DType, key string, size func(testing.TB, any) int) int {
+	t.Helper()
+	limit, item := quarterLimit(key), dt.ItemSize()
+	sizeOf := func(n int) int { return size(t, map[string]any{"t": patterned(t, dt, n, 0)}) }
+	n0 := limit/item - 64
+	n := (limit - (sizeOf(n0) - n0*item)) / item
+	for n > 0 && sizeOf(n) > limit {
+		n--
+	}
+	for sizeOf(n+1) <= limit {
+		n++
+	}
+	return n
+}
+
+// After the copy changes, every dtype arrives byte for byte on both paths,
+// with Get and with GetInto, at the sizes where the paths change: around
+// the ring's quarter limit (the frame that just fits takes the ring, one
+// item more goes per-key) and around SPEC §4's 64 KiB rule (a large tensor
+// next to a small one). The per-key segment holds exactly wire.Marshal's
+// bytes, written from the tensors in pieces.
+func TestCopyPathsEveryDType(t *testing.T) {
+	for _, dt := range allDTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			ringS, ringR := conntest.Edge(t, copyPathRing)
+			keyS, keyR := conntest.Edge(t, connector.NoRing)
+			base := shmtest.Key("copy")
+			limit := quarterLimit(base + "_000") // the keys below are as long
+			asFrame := quarterItems(t, dt, base+"_000", frameSize)
+			asPlain := quarterItems(t, dt, base+"_000", plainSize)
+			owner := (64 << 10) / dt.ItemSize()
+			cases := []struct {
+				name    string
+				payload map[string]any
+			}{
+				// The largest tensor frame, then one the ring takes as kind-0 bytes.
+				{"frame-quarter", map[string]any{"t": patterned(t, dt, asFrame, 1)}},
+				{"frame-quarter+1", map[string]any{"t": patterned(t, dt, asFrame+1, 2)}},
+				// The largest kind-0 payload, then one that goes per-key.
+				{"plain-quarter", map[string]any{"t": patterned(t, dt, asPlain, 3)}},
+				{"plain-quarter+1", map[string]any{"t": patterned(t, dt, asPlain+1, 4)}},
+				{"64KiB-1", map[string]any{"a": patterned(t, dt, owner-1, 5), "b": patterned(t, dt, 1, 6)}},
+				{"64KiB+1", map[string]any{"a": patterned(t, dt, owner+1, 7), "b": patterned(t, dt, 3, 8)}},
+			}
+			for ci, tc := range cases {
+				for ii, into := range []bool{false, true} {
+					for pi, path := range []string{"ring", "perkey"} {
+						sender, receiver := ringS, ringR
+						if path == "perkey" {
+							sender, receiver = keyS, keyR
+						}
+						key := base + "_" + strconv.Itoa(ci) + strconv.Itoa(ii) + strconv.Itoa(pi)
+						d := conntest.MustPut(t, sender, "0", "1", key, tc.payload)
+						fits := frameSize(t, tc.payload) <= limit || plainSize(t, tc.payload) <= limit
+						if onRing := d.HostRing != nil; onRing != (path == "ring" && fits) {
+							t.Fatalf("%s %s: descriptor %+v", tc.name, path, d)
+						}
+						if d.Shm != nil {
+							seg, err := os.ReadFile(scope.Path(key))
+							if err != nil {
+								t.Fatal(err)
+							}
+							if want, _ := wire.Marshal(tc.payload); !bytes.Equal(seg, want) {
+								t.Fatalf("%s %s: segment differs from wire.Marshal's bytes", tc.name, path)
+							}
+						}
+						var got any
+						var buf []byte
+						if into {
+							buf = make([]byte, 2*d.Size+1024)
+							m, ok, err := receiver.GetInto("0", "1", key, nil, frame.NewArena(buf))
+							if err != nil || !ok {
+								t.Fatalf("%s %s: GetInto ok=%v %v", tc.name, path, ok, err)
+							}
+							got = m.Payload
+						} else {
+							got = conntest.MustGet(t, receiver, "0", "1", key, nil)
+						}
+						m := got.(map[string]any)
+						for name, want := range tc.payload {
+							g, ok := m[name].(*tensor.Tensor)
+							if !ok || !g.Equal(want.(*tensor.Tensor)) {
+								t.Fatalf("%s %s into=%v: %s differs", tc.name, path, into, name)
+							}
+							// Large tensors land in the supplied memory.
+							if into && len(g.Data) >= 64<<10 && !within(g.Data, buf) {
+								t.Fatalf("%s %s: %s is not in the supplied memory", tc.name, path, name)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// bothPaths runs f as a subtest on an edge of each path: a ring that takes
+// the tests' payloads, and per-key segments only.
+func bothPaths(t *testing.T, f func(t *testing.T, sender, receiver *connector.SHM)) {
+	for _, path := range []struct {
+		name      string
+		ringBytes int
+	}{{"ring", copyPathRing}, {"perkey", connector.NoRing}} {
+		t.Run(path.name, func(t *testing.T) {
+			sender, receiver := conntest.Edge(t, path.ringBytes)
+			f(t, sender, receiver)
+		})
+	}
+}
+
+// within reports whether inner lies inside outer's memory.
+func within(inner, outer []byte) bool {
+	if len(inner) == 0 || len(outer) == 0 {
+		return false
+	}
+	lo, hi := uintptr(unsafe.Pointer(&outer[0])), uintptr(unsafe.Pointer(&outer[len(outer)-1]))
+	return uintptr(unsafe.Pointer(&inner[0])) >= lo && uintptr(unsafe.Pointer(&inner[len(inner)-1])) <= hi
+}
+
+// The Python reference's vectors go through both paths into supplied
+// memory and arrive as the reference says; the per-key segment is the
+// reference's msgpack byte for byte.
+func TestVectorsThroughBothPathsIntoSuppliedMemory(t *testing.T) {
+	ringS, ringR := conntest.Edge(t, copyPathRing)
+	keyS, keyR := conntest.Edge(t, connector.NoRing)
+	vectortest.Each(t, vectortest.Msgpack, func(t *testing.T, c vectortest.Case, mp []byte) {
+		ordered, err := (&wire.Decoder{Ordered: true}).Decode(mp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := vectortest.Want(t, c)
+		for _, path := range []string{"ring", "perkey"} {
+			sender, receiver := ringS, ringR
+			if path == "perkey" {
+				sender, receiver = keyS, keyR
+			}
+			key := shmtest.Key(c.Name + "_" + path)
+			d := conntest.MustPut(t, sender, "0", "1", key, ordered)
+			if d.Shm != nil {
+				if seg, err := os.ReadFile(scope.Path(key)); err != nil || !bytes.Equal(seg, mp) {
+					t.Fatalf("%s: segment (%v) differs from the reference:\n got %x\nwant %x", path, err, seg, mp)
+				}
+			}
+			m, ok, err := receiver.GetInto("0", "1", key, nil, frame.NewArena(make([]byte, 2*len(mp)+1024)))
+			if err != nil || !ok {
+				t.Fatalf("%s: GetInto ok=%v %v", path, ok, err)
+			}
+			if err := vectortest.SameValue(m.Payload, want); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+	})
+}
+
+// A supplied buffer too small is an error naming the size it needed; the
+// memory is untouched and the publication stays, for a receive with room.
+func TestGetIntoTooSmallKeepsThePublication(t *testing.T) {
+	bothPaths(t, func(t *testing.T, sender, receiver *connector.SHM) {
+		key := shmtest.Key("small")
+		tt := patterned(t, tensor.Float32, 32<<10, 7)
+		d := conntest.MustPut(t, sender, "0", "1", key, map[string]any{"t": tt})
+		need := len(tt.Data) // a ring frame's tensor
+		if d.Shm != nil {
+			need = d.Size // a segment is read whole
+		}
+		buf := bytes.Repeat([]byte{0xAA}, need-1)
+		_, ok, err := receiver.GetInto("0", "1", key, nil, frame.NewArena(buf))
+		if ok || !errors.Is(err, io.ErrShortBuffer) || !errors.Is(err, frame.ErrAllocate) || !strings.Contains(err.Error(), "need "+strconv.Itoa(need)) {
+			t.Fatalf("GetInto into %d bytes: ok=%v %v", len(buf), ok, err)
+		}
+		if !bytes.Equal(buf, bytes.Repeat([]byte{0xAA}, need-1)) {
+			t.Fatal("the supplied memory was written")
+		}
+		m, ok, err := receiver.GetInto("0", "1", key, nil, frame.NewArena(make([]byte, need)))
+		if err != nil || !ok || !m.Payload.(map[string]any)["t"].(*tensor.Tensor).Equal(tt) {
+			t.Fatalf("GetInto with room: ok=%v %v", ok, err)
+		}
+	})
+}
+
+// Nothing keeps the supplied memory once GetInto returned: dropped by the
+// caller, it is collected.
+func TestGetIntoKeepsNoReference(t *testing.T) {
+	bothPaths(t, func(t *testing.T, sender, receiver *connector.SHM) {
+		key := shmtest.Key("kept")
+		tt := patterned(t, tensor.Float32, 64<<10, 7)
+		conntest.MustPut(t, sender, "0", "1", key, map[string]any{"t": tt})
+		buf := make([]byte, 1<<20)
+		wp := weak.Make(&buf[0])
+		m, ok, err := receiver.GetInto("0", "1", key, nil, frame.NewArena(buf))
+		if err != nil || !ok || !m.Payload.(map[string]any)["t"].(*tensor.Tensor).Equal(tt) {
+			t.Fatalf("GetInto: ok=%v %v", ok, err)
+		}
+		buf, m = nil, connector.Message{}
+		for range 10 {
+			runtime.GC()
+			if wp.Value() == nil {
+				return
+			}
+		}
+		t.Fatal("the supplied buffer is still referenced after GetInto returned")
+	})
+}
+
+// A segment that does not decode is claimed, and the error says the
+// supplied memory was written (the segment was read into it).
+func TestGetIntoCorruptSegmentSaysWritten(t *testing.T) {
+	receiver := conntest.Open(t, shmtest.Scope(t), "1", connector.NoRing)
+	key := shmtest.Key("corrupt")
+	for _, name := range []string{key, scope.LockName(key)} {
+		if err := os.WriteFile(scope.Path(name), []byte{0xc1}, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, ok, err := receiver.GetInto("0", "1", key, nil, frame.NewArena(make([]byte, 16)))
+	if ok || !errors.Is(err, frame.ErrWritten) {
+		t.Fatalf("GetInto(corrupt) ok=%v %v, want frame.ErrWritten", ok, err)
+	}
+	if _, err := os.Lstat(scope.Path(key)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("corrupt segment left: %v", err)
+	}
+}
+
+// A receive into recycled memory allocates nothing the size of the payload;
+// Get allocates the payload once more per message.
+func TestGetIntoAllocations(t *testing.T) {
+	bothPaths(t, func(t *testing.T, sender, receiver *connector.SHM) {
+		payload := map[string]any{"t": patterned(t, tensor.Float32, 32<<10, 7)} // 128 KiB
+		key := shmtest.Key("allocs")
+		buf := make([]byte, 256<<10)
+		var arena frame.Arena
+		measure := func(into bool) (allocs float64, bytes uint64) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			allocs = testing.AllocsPerRun(50, func() {
+				conntest.MustPut(t, sender, "0", "1", key, payload)
+				if into {
+					arena.Reset(buf)
+					if _, ok, err := receiver.GetInto("0", "1", key, nil, &arena); !ok || err != nil {
+						t.Fatal(ok, err)
+					}
+				} else {
+					conntest.MustGet(t, receiver, "0", "1", key, nil)
+				}
+			})
+			runtime.ReadMemStats(&after)
+			return allocs, (after.TotalAlloc - before.TotalAlloc) / 51
+		}
+		plainAllocs, plainBytes := measure(false)
+		intoAllocs, intoBytes := measure(true)
+		t.Logf("per put+get: Get %v allocations, %d bytes; GetInto %v allocations, %d bytes", plainAllocs, plainBytes, intoAllocs, intoBytes)
+		if intoAllocs > plainAllocs || plainBytes < 128<<10 || intoBytes >= 16<<10 {
+			t.Fatalf("Get: %v allocations, %d bytes; GetInto: %v, %d bytes", plainAllocs, plainBytes, intoAllocs, intoBytes)
+		}
+	})
+}
+
+// RecvInto waits as Recv does and decodes into the supplied memory, on both
+// paths, when the payload is claimed by the receive dispatcher for it; a
+// buffer too small is its error and the publication stays for a Recv.
+func TestRecvIntoThroughTheDispatcher(t *testing.T) {
+	bothPaths(t, func(t *testing.T, sender, receiver *connector.SHM) {
+		tt := patterned(t, tensor.Float32, 64<<10, 9)
+		for _, room := range []int{4 << 20, 1024} {
+			key := shmtest.Key("recvinto")
+			buf := make([]byte, room)
+			got := make(chan error, 1)
+			var msg connector.Message
+			go func() {
+				var err error
+				msg, err = receiver.RecvInto(t.Context(), "0", key, frame.NewArena(buf))
+				got <- err
+			}()
+			// Until it waits, a put would be taken before the dispatcher.
+			shmtest.Eventually(t, 10*time.Second, "RecvInto waiting", func() bool { return receiver.Waiting() > 0 })
+			conntest.MustPut(t, sender, "0", "1", key, map[string]any{"t": tt})
+			err := shmtest.Await(t, 10*time.Second, "RecvInto", got)
+			if room < len(tt.Data) {
+				if !errors.Is(err, frame.ErrAllocate) {
+					t.Fatalf("RecvInto into %d bytes: %v", room, err)
+				}
+				if v := conntest.MustGet(t, receiver, "0", "1", key, nil); !v.(map[string]any)["t"].(*tensor.Tensor).Equal(tt) {
+					t.Fatal("the publication left by RecvInto differs")
+				}
+				continue
+			}
+			g := msg.Payload.(map[string]any)["t"].(*tensor.Tensor)
+			if err != nil || !g.Equal(tt) || !within(g.Data, buf) {
+				t.Fatalf("RecvInto: %v (in the supplied memory: %v)", err, err == nil && within(g.Data, buf))
+			}
+		}
+	})
+}

@@ -124,10 +124,10 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 	if err := edgeError("put", key, from, to); err != nil {
 		return 0, Descriptor{}, err
 	}
-	var plain []byte // the kind-0 bytes, once made
+	var plain *plainForm // the kind-0 form, once made
 	if c.ring.Capacity() > 0 && numeric(from) && numeric(to) {
 		c.trackRingDir()
-		d, ok, b, err := c.putRing(from, to, key, payload)
+		d, ok, pf, err := c.putRing(from, to, key, payload)
 		if err != nil {
 			return 0, Descriptor{}, keyError("put", key, err)
 		}
@@ -141,17 +141,20 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 			c.stats.put(from, to, PathRing, d.Size, start) // stats
 			return d.Size, Descriptor{HostRing: &d, Size: d.Size}, nil
 		}
-		plain = b
+		plain = pf
 	}
-	c.ringFallbacks.Add(1)
-	c.fellBack(from, to, key, plain) // stats
 	if plain == nil {
 		var err error
-		if plain, err = wire.Marshal(payload); err != nil {
+		if plain, err = marshalPlain(payload); err != nil {
 			return 0, Descriptor{}, keyError("put", key, err)
 		}
 	}
-	d, err := c.segments.Put(key, plain)
+	defer plain.release()
+	c.ringFallbacks.Add(1)
+	c.fellBack(from, to, key, plain.size()) // stats
+	// The kind-0 bytes go from the payload's tensors straight into the
+	// segment: one copy.
+	d, err := c.segments.PutParts(key, plain.parts())
 	if err != nil {
 		return 0, Descriptor{}, keyError("put", key, err)
 	}
@@ -164,9 +167,9 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 
 // putRing offers the payload to the edge's ring as the seed does (SPEC §9):
 // a tensor frame when it has tensors and the frame fits, else its kind-0
-// bytes. ok=false is a refusal; plain then holds the kind-0 bytes if they
-// were made, for the per-key path to reuse.
-func (c *SHM) putRing(from, to, key string, payload any) (d descriptor.RingHandle, ok bool, plain []byte, err error) {
+// bytes. ok=false is a refusal; plain then holds the kind-0 form if it was
+// made, for the per-key path to reuse (and release).
+func (c *SHM) putRing(from, to, key string, payload any) (d descriptor.RingHandle, ok bool, plain *plainForm, err error) {
 	limit := c.ring.MaxPayload(key)
 	p, err := frame.Prepare(payload, limit)
 	switch {
@@ -183,22 +186,79 @@ func (c *SHM) putRing(from, to, key string, payload any) (d descriptor.RingHandl
 		if d, ok, err = c.ring.Put(from, to, key, kind, p.Size(), p.Write); ok || err != nil || p.Tensors() {
 			return d, ok, nil, err
 		}
-		// Refused: the per-key path needs the kind-0 bytes.
-		plain = make([]byte, p.Size())
-		return d, false, plain, p.Write(plain)
+		// Refused: the per-key path needs the kind-0 bytes, these.
+		plain = getPlain()
+		plain.whole = make([]byte, p.Size())
+		if err := p.Write(plain.whole); err != nil {
+			plain.release()
+			return d, false, nil, err
+		}
+		return d, false, plain, nil
 	case errors.Is(err, frame.ErrTooLarge):
 		// The plain form may still fit (no frame header, no alignment), and
 		// the per-key path needs it anyway.
-		if plain, err = wire.Marshal(payload); err != nil {
+		if plain, err = marshalPlain(payload); err != nil {
 			return d, false, nil, err
 		}
-		d, ok, err = c.ring.Put(from, to, key, ring.KindBytes, len(plain), func(dst []byte) error {
-			copy(dst, plain)
-			return nil
-		})
-		return d, ok, plain, err
+		d, ok, err = c.ring.Put(from, to, key, ring.KindBytes, plain.size(), plain.pieces.Write)
+		if ok || err != nil {
+			plain.release()
+			return d, ok, nil, err
+		}
+		return d, false, plain, nil
 	}
 	return d, false, nil, err
+}
+
+// plainForm is a payload's kind-0 form on its way to a segment: in pieces
+// that leave the large leaf data in the payload's own memory, or whole.
+type plainForm struct {
+	pieces wire.Pieces
+	whole  []byte // instead of pieces, when set
+	list   [][]byte
+}
+
+// plainCut is the smallest leaf data left in the payload's memory: below
+// it, copying it into the skeleton costs less than a part of its own.
+const plainCut = 4 << 10
+
+var plainForms = sync.Pool{New: func() any { return new(plainForm) }}
+
+func getPlain() *plainForm { return plainForms.Get().(*plainForm) }
+
+// marshalPlain makes the kind-0 form of payload, in pieces.
+func marshalPlain(payload any) (*plainForm, error) {
+	f := getPlain()
+	if err := wire.MarshalPieces(&f.pieces, payload, plainCut); err != nil {
+		f.release()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *plainForm) size() int {
+	if f.whole != nil {
+		return len(f.whole)
+	}
+	return f.pieces.Size()
+}
+
+// parts are the form's bytes in order; valid until release.
+func (f *plainForm) parts() [][]byte {
+	if f.whole != nil {
+		f.list = append(f.list[:0], f.whole)
+	} else {
+		f.list = f.pieces.Parts(f.list[:0])
+	}
+	return f.list
+}
+
+// release drops the form's references to the payload and pools it.
+func (f *plainForm) release() {
+	f.pieces.Reset()
+	clear(f.list)
+	f.whole, f.list = nil, f.list[:0]
+	plainForms.Put(f)
 }
 
 // keyError is the connector's one layer of error context: the operation
@@ -236,12 +296,7 @@ func (c *SHM) published(to string, size int, ring bool) {
 
 // decodeRing turns a ring payload into owned values while the ring lock is
 // held: nothing returned aliases ring memory.
-func decodeRing(kind ring.Kind, payload []byte) (any, error) {
-	if kind == ring.KindTensors {
-		return frame.Decode(payload)
-	}
-	return wire.Unmarshal(payload)
-}
+func decodeRing(kind ring.Kind, payload []byte) (any, error) { return decodeWith(nil, kind, payload) }
 
 // Get implements Transport. Without a descriptor it tries the edge's rings,
 // then discovery, then the per-key segment; with a ring descriptor it reads
@@ -257,6 +312,12 @@ func (c *SHM) Get(from, to, key string, desc *Descriptor) (any, int, bool, error
 // GetMessage is Get that also says which process published the payload,
 // where the path knows it (Message.Producer).
 func (c *SHM) GetMessage(from, to, key string, desc *Descriptor) (Message, bool, error) {
+	return c.getMessage(from, to, key, desc, nil)
+}
+
+// getMessage is GetMessage, decoding into a's memory unless a is nil
+// (GetInto, into.go).
+func (c *SHM) getMessage(from, to, key string, desc *Descriptor, a frame.Allocator) (Message, bool, error) {
 	if c.closed.Load() {
 		return Message{}, false, ErrClosed
 	}
@@ -273,29 +334,42 @@ func (c *SHM) GetMessage(from, to, key string, desc *Descriptor) (Message, bool,
 		}
 		rd = desc.HostRing
 	}
-	if m, ok, err := c.getRing(from, to, key, rd); ok || err != nil || rd != nil {
+	if m, ok, err := c.getRingWith(from, to, key, rd, decodeInto(a)); ok || err != nil || rd != nil {
 		return m, ok, err
 	}
-	m, ok, err := c.getSegment(from, to, key)
+	m, ok, err := c.getSegmentInto(from, to, key, a)
 	if err != nil {
 		return Message{}, false, keyError("get", key, err)
 	}
 	return m, ok, nil
 }
 
-// getSegment is the per-key part of Get (SPEC §6), counted in Health. A
-// file at the key's name that is not this user's segment is a miss
-// (logged once).
-func (c *SHM) getSegment(from, to, key string) (Message, bool, error) {
-	data, ok, err := c.claimer.Claim(key)
+// getSegmentInto is the per-key part of Get (SPEC §6), counted in Health,
+// reading into a's memory unless a is nil. A file at the key's name that
+// is not this user's segment is a miss (logged once).
+func (c *SHM) getSegmentInto(from, to, key string, a frame.Allocator) (Message, bool, error) {
+	var data []byte
+	var ok bool
+	var err error
+	if a == nil {
+		data, ok, err = c.claimer.Claim(key)
+	} else {
+		data, ok, err = c.claimer.ClaimInto(key, func(n int) ([]byte, error) { return frame.Allocate(a, n) })
+	}
 	if err != nil && c.missUnsafe(key, err) {
 		return Message{}, false, nil
 	}
 	if err != nil || !ok {
 		return Message{}, false, err
 	}
-	// data was read into memory of our own: large tensors may keep it.
-	v, err := wire.UnmarshalOwned(data)
+	// data was read into memory of our own (or the caller's): large
+	// tensors may keep it.
+	var v any
+	if a == nil {
+		v, err = wire.UnmarshalOwned(data)
+	} else {
+		v, err = frame.UnmarshalSupplied(data)
+	}
 	if err != nil {
 		return Message{}, false, err
 	}
@@ -345,7 +419,13 @@ func (c *SHM) Recv(ctx context.Context, from, key string) (any, int, error) {
 // deadline passes first the error is a *RecvTimeoutError, which names the
 // scope and what the receiver saw on the edge, and wraps
 // context.DeadlineExceeded.
-func (c *SHM) RecvMessage(ctx context.Context, from, key string) (msg Message, err error) {
+func (c *SHM) RecvMessage(ctx context.Context, from, key string) (Message, error) {
+	return c.recv(ctx, from, key, nil)
+}
+
+// recv is RecvMessage, decoding into a's memory unless a is nil (RecvInto,
+// into.go).
+func (c *SHM) recv(ctx context.Context, from, key string, a frame.Allocator) (msg Message, err error) {
 	if c.opts.StageID == NoStage {
 		return Message{}, fmt.Errorf("connector: recv %q: %w: this connector has no Options.StageID", keys.Shorten(key), ErrBadStage)
 	}
@@ -361,10 +441,11 @@ func (c *SHM) RecvMessage(ctx context.Context, from, key string) (msg Message, e
 	}
 	// The rings first, here: a miss costs no system call when no ring
 	// moved. The per-key path is the dispatcher's first try for the key.
-	if m, ok, err := c.getRing(from, string(c.opts.StageID), key, nil); ok || err != nil {
+	decode := decodeInto(a)
+	if m, ok, err := c.getRingWith(from, string(c.opts.StageID), key, nil, decode); ok || err != nil {
 		return m, err
 	}
-	if m, ok, err := c.spin(from, key); ok || err != nil {
+	if m, ok, err := c.spin(from, key, decode); ok || err != nil {
 		return m, err
 	}
 	if ctx.Err() != nil {
@@ -374,7 +455,7 @@ func (c *SHM) RecvMessage(ctx context.Context, from, key string) (msg Message, e
 	if d == nil {
 		return Message{}, ErrClosed
 	}
-	w, err := d.wait(from, key)
+	w, err := d.wait(from, key, a)
 	if err != nil {
 		return Message{}, err
 	}
@@ -402,13 +483,13 @@ func (c *SHM) Waiting() int {
 // Options.Spin before Recv hands the wait to the dispatcher, when no other
 // Recv waits: one message in flight is read without a sleep and a wakeup,
 // and many waiters never spin.
-func (c *SHM) spin(from, key string) (Message, bool, error) {
+func (c *SHM) spin(from, key string, decode func(ring.Kind, []byte) (any, error)) (Message, bool, error) {
 	if c.opts.Spin <= 0 || c.ring.Capacity() == 0 || !numeric(from) || c.Waiting() > 0 {
 		return Message{}, false, nil
 	}
 	to := string(c.opts.StageID)
 	for end := time.Now().Add(c.opts.Spin); time.Now().Before(end); {
-		if m, ok, err := c.getRing(from, to, key, nil); ok || err != nil {
+		if m, ok, err := c.getRingWith(from, to, key, nil, decode); ok || err != nil {
 			return m, ok, err
 		}
 		runtime.Gosched()
@@ -416,9 +497,10 @@ func (c *SHM) spin(from, key string) (Message, bool, error) {
 	return Message{}, false, nil
 }
 
-// getRing is the ring part of Get, counted in Health.
-func (c *SHM) getRing(from, to, key string, rd *descriptor.RingHandle) (Message, bool, error) {
-	got, ok, err := c.ring.Receive(from, to, key, rd, decodeRing)
+// getRingWith is the ring part of Get, counted in Health, decoding with
+// decode (decodeRing, or into supplied memory).
+func (c *SHM) getRingWith(from, to, key string, rd *descriptor.RingHandle, decode func(ring.Kind, []byte) (any, error)) (Message, bool, error) {
+	got, ok, err := c.ring.Receive(from, to, key, rd, decode)
 	if err != nil {
 		return Message{}, false, keyError("get", key, err)
 	}

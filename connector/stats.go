@@ -296,10 +296,10 @@ func (s *stats) endRecv(r recvStart, err *error) {
 }
 
 // fellBack is the hook where a Put gives up on the ring: it counts why.
-// plain is what putRing left: the kind-0 bytes it offered the ring, or nil
-// when it offered none or a tensor frame (which fit the frame limit, so it
-// met a full ring).
-func (c *SHM) fellBack(from, to, key string, plain []byte) {
+// size is the payload's kind-0 size: over the ring's limit, it was too
+// large; a tensor frame that fit the limit met a full ring (its kind-0
+// form is smaller than the frame).
+func (c *SHM) fellBack(from, to, key string, size int) {
 	e := c.stats.edge(from, to)
 	why := FallbackRingFull
 	switch {
@@ -307,7 +307,7 @@ func (c *SHM) fellBack(from, to, key string, plain []byte) {
 		why = FallbackRingDisabled
 	case !numeric(from) || !numeric(to):
 		why = FallbackNonNumericStage
-	case plain != nil && len(plain) > c.ring.MaxPayload(key):
+	case size > c.ring.MaxPayload(key):
 		why = FallbackFrameTooLarge
 	case e.setupFailed.Load():
 		why = FallbackSetupFailed

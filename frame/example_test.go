@@ -50,3 +50,27 @@ func ExampleDetect() {
 	// true map[hidden:tensor(float32, shape=[2], 8 bytes)] <nil>
 	// false map[ids:[1 2]] <nil>
 }
+
+// A stage that receives same-shaped tensors decodes each message into one
+// recycled buffer: no allocation, zeroing or page faults per message.
+func ExampleDecodeInto() {
+	buf := make([]byte, 4096) // the stage's own, reused for every message
+	var arena frame.Arena
+	for i := range 3 {
+		hidden, _ := tensor.FromSlice([]float32{float32(i), 0.5})
+		msg, _ := frame.Marshal(map[string]any{"hidden": hidden}) // in the transport: ring memory
+
+		arena.Reset(buf) // the last message's tensor is overwritten from here on
+		v, err := frame.DecodeInto(msg, &arena)
+		if err != nil {
+			panic(err) // wraps ErrAllocate (with nothing written) if buf is too small
+		}
+		got := v.(map[string]any)["hidden"].(*tensor.Tensor)
+		values, _ := tensor.Values[float32](got)
+		fmt.Println(values, &got.Data[0] == &buf[0])
+	}
+	// Output:
+	// [0 0.5] true
+	// [1 0.5] true
+	// [2 0.5] true
+}

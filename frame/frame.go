@@ -21,6 +21,9 @@
 //   - Decode returns a value that shares nothing with its input (SPEC §3:
 //     no view of ring memory escapes); small frames' tensors share one
 //     allocation, large frames' tensors each have their own (SPEC §4).
+//   - DecodeInto puts the tensors' data in memory the receiver supplies
+//     (an Allocator, such as an Arena over a recycled buffer): the caller
+//     owns it before and after, and nothing keeps a reference to it.
 //
 // Bad input never panics or reads out of bounds: Decode's errors wrap
 // ErrCorrupt (and wire.ErrCorrupt when the msgpack itself is bad).
@@ -256,16 +259,31 @@ func (p *Prepared) Write(dst []byte) error {
 // otherwise each has its own, so keeping a small tensor does not keep a
 // large one alive (SPEC §4). Plain payloads (kind 0) decode with
 // wire.Unmarshal.
-func Decode(b []byte) (any, error) { return decode(b, false) }
+func Decode(b []byte) (any, error) { return decode(b, false, nil) }
 
 // DecodeOwned is Decode for a buffer the caller hands over, such as a
 // message it received from the network: where SPEC §4 lets the tensors
 // share one allocation (data ≤ 64 KiB, or a single tensor) they share b
 // itself instead of a copy of it, and large bins of the tree alias b as
 // wire.UnmarshalOwned's do. b must not be changed or reused afterwards.
-func DecodeOwned(b []byte) (any, error) { return decode(b, true) }
+func DecodeOwned(b []byte) (any, error) { return decode(b, true, nil) }
 
-func decode(b []byte, owned bool) (any, error) {
+// DecodeInto is Decode into receiver-supplied memory: each tensor's data
+// is one Allocate of a, of exactly its size (zero-size tensors ask for
+// nothing), and one copy from b; the rest of the value (shapes, the tree)
+// is allocated as Decode does. Nothing in the result aliases b. The
+// header and the tree are checked and every tensor's memory obtained
+// before any byte is copied, so an error (a corrupt frame, an Allocate
+// that fails, for instance an Arena too small) leaves the supplied memory
+// untouched.
+func DecodeInto(b []byte, a Allocator) (any, error) {
+	if a == nil {
+		return nil, errors.New("frame: decode into a nil allocator")
+	}
+	return decode(b, false, a)
+}
+
+func decode(b []byte, owned bool, a Allocator) (any, error) {
 	header, data, err := split(b)
 	if err != nil {
 		return nil, corrupt("%w", err)
@@ -277,14 +295,31 @@ func decode(b []byte, owned bool) (any, error) {
 		return nil, corrupt("header: %w", err)
 	}
 
-	extent := 0
-	for _, d := range descs {
-		extent = max(extent, d.offset+d.size)
-	}
 	refs := newRefs(len(descs), len(dims))
 	refs.noNonce = len(nonce) != nonceSize
 	copy(refs.nonce[:], nonce)
 	copy(refs.dims, dims) // out of the stack buffer: shapes outlive this call
+	for i, d := range descs {
+		t := &refs.tensors[i]
+		t.DType = d.dtype
+		t.Shape = refs.dims[d.dims : d.dims+d.rank : d.dims+d.rank]
+	}
+	// The tree first: its references point at the tensors, whose data is
+	// filled in once everything is known to decode.
+	v, err := (&wire.Decoder{Owned: owned, Ext: refs}).Decode(tree)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tree: %w", ErrCorrupt, err)
+	}
+	if a != nil {
+		if err := fillSupplied(refs.tensors, descs, data, a); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+	extent := 0
+	for _, d := range descs {
+		extent = max(extent, d.offset+d.size)
+	}
 	var storage []byte
 	switch {
 	case len(data) > ownerLimit && len(descs) != 1:
@@ -296,8 +331,6 @@ func decode(b []byte, owned bool) (any, error) {
 	}
 	for i, d := range descs {
 		t := &refs.tensors[i]
-		t.DType = d.dtype
-		t.Shape = refs.dims[d.dims : d.dims+d.rank : d.dims+d.rank]
 		switch {
 		case d.size == 0:
 			t.Data = []byte{}
@@ -308,11 +341,27 @@ func decode(b []byte, owned bool) (any, error) {
 			copy(t.Data, data[d.offset:])
 		}
 	}
-	v, err := (&wire.Decoder{Owned: owned, Ext: refs}).Decode(tree)
-	if err != nil {
-		return nil, fmt.Errorf("%w: tree: %w", ErrCorrupt, err)
-	}
 	return v, nil
+}
+
+// fillSupplied gives each tensor its data in a's memory: all of it is
+// allocated first, then copied, so a failing Allocate writes nothing.
+func fillSupplied(tensors []tensor.Tensor, descs []descriptor, data []byte, a Allocator) error {
+	for i, d := range descs {
+		t := &tensors[i]
+		if d.size == 0 {
+			t.Data = []byte{}
+			continue
+		}
+		var err error
+		if t.Data, err = Allocate(a, d.size); err != nil {
+			return fmt.Errorf("frame: tensor %d of %d bytes: %w", i, d.size, err)
+		}
+	}
+	for i, d := range descs {
+		copy(tensors[i].Data, data[d.offset:d.offset+d.size])
+	}
+	return nil
 }
 
 // refs are a decoded frame's tensors, which its tree refers to by index

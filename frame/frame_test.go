@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"omnishm/internal/race"
-	"omnishm/internal/vectortest"
+	"io"
+	"strings"
 	"testing"
 	"unsafe"
 
 	"omnishm/frame"
+	"omnishm/internal/race"
+	"omnishm/internal/vectortest"
 	"omnishm/tensor"
 	"omnishm/wire"
 )
@@ -57,6 +59,34 @@ func TestVectors(t *testing.T) {
 		}
 		if err := vectortest.SameValue(got, plain); err != nil {
 			t.Fatalf("Decode(frame) vs Unmarshal(msgpack): %v", err)
+		}
+		// Into supplied memory, both forms decode to the same value, and
+		// nothing of it aliases the input.
+		into, err := frame.DecodeInto(raw, frame.NewArena(make([]byte, 2*len(raw))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := vectortest.SameValue(into, plain); err != nil {
+			t.Fatalf("DecodeInto(frame) vs Unmarshal(msgpack): %v", err)
+		}
+		mpInto, err := frame.UnmarshalInto(mp, frame.NewArena(make([]byte, len(mp))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := vectortest.SameValue(mpInto, plain); err != nil {
+			t.Fatalf("UnmarshalInto(msgpack) vs Unmarshal(msgpack): %v", err)
+		}
+		// The msgpack form in pieces is the reference's byte for byte.
+		var pieces wire.Pieces
+		if err := wire.MarshalPieces(&pieces, decodeOrdered(t, mp), 1); err != nil {
+			t.Fatal(err)
+		}
+		whole := make([]byte, pieces.Size())
+		if err := pieces.Write(whole); err != nil || !bytes.Equal(whole, mp) {
+			t.Fatalf("pieces (%v) differ:\n got %x\nwant %x", err, whole, mp)
+		}
+		if joined := bytes.Join(pieces.Parts(nil), nil); !bytes.Equal(joined, mp) {
+			t.Fatalf("parts differ:\n got %x\nwant %x", joined, mp)
 		}
 		// Prepared again in the reference's map order, the frame is the
 		// reference's byte for byte but for the random nonce.
@@ -617,5 +647,103 @@ func TestSmallFrameAllocations(t *testing.T) {
 	// The map is a header and a group of slots (Go's maps since 1.24).
 	if put != 0 || get > 4 {
 		t.Fatalf("a small frame costs %v allocations to put, %v to get; want 0 and at most 4", put, get)
+	}
+}
+
+// DecodeInto puts each tensor's bytes in the supplied memory, one 64-aligned
+// allocation each, and the result keeps nothing of the frame.
+func TestDecodeIntoSuppliedMemory(t *testing.T) {
+	for _, dt := range allDTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			// Around SPEC §4's 64 KiB rule: one large tensor and a small one.
+			n := (64<<10)/dt.ItemSize() + 1
+			a, b := filled(t, dt, 3, n), filled(t, dt, 5, 3)
+			_, raw := encode(t, map[string]any{"a": a, "b": b}, 0)
+			buf := make([]byte, len(a.Data)+len(b.Data)+128)
+			arena := frame.NewArena(buf)
+			v, err := frame.DecodeInto(raw, arena)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := v.(map[string]any)
+			ga, gb := m["a"].(*tensor.Tensor), m["b"].(*tensor.Tensor)
+			if !ga.Equal(a) || !gb.Equal(b) {
+				t.Fatal("values differ")
+			}
+			if !within(ga.Data, buf) || !within(gb.Data, buf) || within(ga.Data, raw) || within(gb.Data, raw) {
+				t.Fatal("tensors are not in the supplied memory")
+			}
+			if off := uintptr(unsafe.Pointer(&gb.Data[0])) - uintptr(unsafe.Pointer(&buf[0])); off%64 != 0 {
+				t.Fatalf("second tensor at offset %d, not 64-aligned", off)
+			}
+		})
+	}
+}
+
+// A supplied buffer too small is an error naming the sizes, and nothing is
+// written into it; so is a frame that does not decode.
+func TestDecodeIntoFailureLeavesMemoryUntouched(t *testing.T) {
+	tt := filled(t, tensor.Float32, 1, 1000)
+	_, raw := encode(t, map[string]any{"t": tt, "u": filled(t, tensor.Int8, 2, 10)}, 0)
+	corruptTree := bytes.Clone(raw)
+	// The tree's first byte (a map header) made a reserved msgpack code.
+	tree := bytes.Index(corruptTree, []byte{0x82, 0xa1, 't'})
+	if tree < 0 {
+		t.Fatal("tree not found")
+	}
+	corruptTree[tree] = 0xc1
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+		size int
+		want error
+		text string
+	}{
+		{"short", raw, 4000 - 1, io.ErrShortBuffer, "need 4000"},
+		{"short-second", raw, 4000 + 5, io.ErrShortBuffer, "need 10"},
+		{"corrupt-tree", corruptTree, 8192, frame.ErrCorrupt, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := bytes.Repeat([]byte{0xAA}, tc.size)
+			_, err := frame.DecodeInto(tc.raw, frame.NewArena(buf))
+			if !errors.Is(err, tc.want) || errors.Is(err, frame.ErrWritten) || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("err = %v, want %v naming %q", err, tc.want, tc.text)
+			}
+			if tc.want == io.ErrShortBuffer && !errors.Is(err, frame.ErrAllocate) {
+				t.Fatalf("err = %v, want frame.ErrAllocate", err)
+			}
+			if !bytes.Equal(buf, bytes.Repeat([]byte{0xAA}, tc.size)) {
+				t.Fatal("the supplied memory was written")
+			}
+		})
+	}
+	// Plain msgpack is copied first: its failure says the memory was written.
+	if _, err := frame.UnmarshalInto([]byte{0xc1}, frame.NewArena(make([]byte, 1))); !errors.Is(err, frame.ErrWritten) {
+		t.Fatalf("UnmarshalInto(corrupt) = %v, want ErrWritten", err)
+	}
+	if _, err := frame.UnmarshalInto([]byte{0x90}, new(frame.Arena)); !errors.Is(err, io.ErrShortBuffer) || errors.Is(err, frame.ErrWritten) {
+		t.Fatalf("UnmarshalInto into the zero Arena = %v", err)
+	}
+}
+
+// Decoding into supplied memory allocates nothing the size of the data.
+func TestDecodeIntoAllocations(t *testing.T) {
+	tt := filled(t, tensor.Float32, 1, 256<<10)
+	_, raw := encode(t, map[string]any{"t": tt}, 0)
+	buf := make([]byte, len(tt.Data))
+	var arena frame.Arena
+	into := testing.AllocsPerRun(100, func() {
+		arena.Reset(buf)
+		if _, err := frame.DecodeInto(raw, &arena); err != nil {
+			t.Fatal(err)
+		}
+	})
+	plain := testing.AllocsPerRun(100, func() {
+		if _, err := frame.Decode(raw); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if into >= plain {
+		t.Fatalf("DecodeInto allocates %v times, Decode %v", into, plain)
 	}
 }

@@ -1,6 +1,7 @@
 package frame_test
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
@@ -11,19 +12,32 @@ import (
 
 // FuzzDecode: any bytes decode or fail with ErrCorrupt, never panic or read
 // out of bounds (nor does Detect); a decoded frame's tensors are valid and
-// re-encode to a frame Detect recognises. DecodeOwned agrees with Decode.
+// re-encode to a frame Detect recognises. DecodeOwned and DecodeInto (with
+// room for every tensor) agree with Decode, and a DecodeInto that fails
+// leaves the supplied memory untouched.
 func FuzzDecode(f *testing.F) {
 	decode := func(b []byte) (any, error) {
 		frame.Detect(b)
 		owned, ownedErr := frame.DecodeOwned(append([]byte(nil), b...))
+		// The data fits the input; each tensor adds at most 63 bytes of
+		// alignment and takes at least 4 header bytes.
+		supplied := make([]byte, 17*len(b)+64)
+		into, intoErr := frame.DecodeInto(b, frame.NewArena(supplied))
 		v, err := frame.Decode(b)
-		if (err == nil) != (ownedErr == nil) {
-			return nil, fmt.Errorf("Decode: %v, DecodeOwned: %v", err, ownedErr)
+		if (err == nil) != (ownedErr == nil) || (err == nil) != (intoErr == nil) {
+			return nil, fmt.Errorf("Decode: %v, DecodeOwned: %v, DecodeInto: %v", err, ownedErr, intoErr)
 		}
-		if err == nil {
-			if err := vectortest.SameValue(owned, v); err != nil {
-				return nil, fmt.Errorf("DecodeOwned differs from Decode: %v", err)
+		if err != nil {
+			if !bytes.Equal(supplied, make([]byte, len(supplied))) {
+				return nil, fmt.Errorf("DecodeInto wrote the supplied memory and failed: %v", intoErr)
 			}
+			return v, err
+		}
+		if err := vectortest.SameValue(owned, v); err != nil {
+			return nil, fmt.Errorf("DecodeOwned differs from Decode: %v", err)
+		}
+		if err := vectortest.SameValue(into, v); err != nil {
+			return nil, fmt.Errorf("DecodeInto differs from Decode: %v", err)
 		}
 		return v, err
 	}

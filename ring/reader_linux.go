@@ -18,6 +18,12 @@ import (
 // This file is the receiver side (SPEC §3 get, §7 attach): another
 // producer's ring mapped by this process, and claims from it.
 
+// ErrDeclined, wrapped by a decode function's error, declines the frame
+// without claiming it: it stays ready for a later receive (a receiver
+// whose supplied memory was too small for it tries again). Nothing may
+// have been written from the frame then.
+var ErrDeclined = errors.New("ring: frame declined by the receiver")
+
 // reader is another producer's ring mapped by this process.
 type reader struct {
 	name   string
@@ -112,6 +118,9 @@ func (r *reader) receiveLocked(c *counters, key string, desc *descriptor.RingHan
 		return got, false, true, nil
 	}
 	got, err = r.takeLocked(c, key, pos, f, decode)
+	if found && errors.Is(err, ErrDeclined) {
+		r.ix.add(key, pos) // left ready: indexed, as scan does
+	}
 	return got, err == nil, false, err
 }
 
@@ -145,12 +154,18 @@ func (r *reader) readyLocked(key string, pos uint64) (frame, bool, error) {
 // takeLocked claims the ready frame f of key at pos: it decodes the payload
 // into memory of the caller's and marks the frame done, even if decode
 // fails, as the Python reader does (a payload that cannot be decoded is not
-// offered again). r.mu and the ring lock are held, the producer checked.
+// offered again), but for a decode error wrapping ErrDeclined. r.mu and
+// the ring lock are held, the producer checked.
 func (r *reader) takeLocked(c *counters, key string, pos uint64, f frame, decode func(Kind, []byte) (any, error)) (Taken, error) {
+	v, err := decode(f.kind, framePayload(r.m.data, pos, f))
+	if errors.Is(err, ErrDeclined) {
+		// The receiver had no room for it (its supplied memory is too
+		// small): the frame stays ready, indexed, for a later receive.
+		return Taken{}, fmt.Errorf("ring: decode %q from %s: %w", key, r.name, err)
+	}
 	c.takes.Add(1)
 	delete(r.ix.byKey, key)
-	defer markDone(r.m.data, pos)
-	v, err := decode(f.kind, framePayload(r.m.data, pos, f))
+	markDone(r.m.data, pos)
 	if err != nil {
 		return Taken{}, fmt.Errorf("ring: decode %q from %s: %w", key, r.name, err)
 	}

@@ -630,3 +630,27 @@ func TestFailedWritePublishesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A decode that declines a frame (ErrDeclined: the receiver's supplied
+// memory is too small) leaves it ready, found again by the next receive,
+// by key or by descriptor.
+func TestDeclinedFrameStaysReady(t *testing.T) {
+	_, p, r := pair(t, 4096)
+	decline := func(Kind, []byte) (any, error) { return nil, fmt.Errorf("no room: %w", ErrDeclined) }
+	for _, byDesc := range []bool{false, true} {
+		key := fmt.Sprintf("declined%v", byDesc)
+		d := mustPut(t, p, "0", "1", key, codes(1))
+		var desc *descriptor.RingHandle
+		if byDesc {
+			desc = &d
+		}
+		for range 2 {
+			if _, ok, err := r.Receive("0", "1", key, desc, decline); ok || !errors.Is(err, ErrDeclined) {
+				t.Fatalf("declined receive: ok=%v %v", ok, err)
+			}
+		}
+		if got := mustGet(t, r, "0", "1", key, desc); !bytes.Equal(got, codes(1)) {
+			t.Fatalf("%s: wrong value after declines", key)
+		}
+	}
+}

@@ -3,6 +3,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -45,6 +46,24 @@ type Claimer struct {
 
 // Claim is the package's Claim from c.Dir, with c's hooks.
 func (c Claimer) Claim(key string) (data []byte, ok bool, err error) {
+	return c.claim(key, nil)
+}
+
+// ClaimInto is Claim reading the segment straight into memory alloc
+// returns (receiver-supplied memory): alloc is called once, under the
+// key's lock, with the segment's size, and must return a slice of exactly
+// that length, which data is (or, for the OMNIIPC1 form, a window of). An
+// alloc error is returned (wrapped) before anything is read, with the
+// publication left in place for a later claim. Nothing keeps a reference
+// to the memory after ClaimInto returns.
+func (c Claimer) ClaimInto(key string, alloc func(n int) ([]byte, error)) (data []byte, ok bool, err error) {
+	if alloc == nil {
+		return nil, false, claimError(errors.New("nil allocator"))
+	}
+	return c.claim(key, alloc)
+}
+
+func (c Claimer) claim(key string, alloc func(int) ([]byte, error)) (data []byte, ok bool, err error) {
 	if err := keys.Check(key); err != nil {
 		return nil, false, err
 	}
@@ -65,7 +84,7 @@ func (c Claimer) Claim(key string) (data []byte, ok bool, err error) {
 	if lock.uid != os.Geteuid() {
 		return nil, false, claimError(pathError("lock", lockPath, foreign(lock.uid)))
 	}
-	raw, err := readSegment(seg)
+	raw, err := readSegment(seg, alloc)
 	if err != nil {
 		return nil, false, missOr(err)
 	}

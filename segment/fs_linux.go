@@ -102,16 +102,17 @@ func isFileAt(fd int, path string) (fileInfo, bool, error) {
 	return info, now.id == info.id, nil
 }
 
-// writeSegment creates the segment at path holding exactly data, as
-// Python's SharedMemory(create=True) does (O_CREAT|O_EXCL, 0600, ftruncate).
-// An existing segment is unlinked first: the caller holds the key's lock,
-// and receivers read only under it, so no one is reading the old one.
-// It reports whether an old segment was replaced, and the new one's
-// identity, taken from the file it created (not from the name, which a
-// receiver may already have claimed and another producer re-created).
-// created is called once the file exists, before it is sized or written:
-// a producer killed from then on leaves a file its watchdog knows.
-func writeSegment(path string, data []byte, created func()) (replaced bool, id fileID, err error) {
+// writeSegment creates the segment at path holding exactly the size bytes
+// of parts, as Python's SharedMemory(create=True) does (O_CREAT|O_EXCL,
+// 0600, sized; see fill). An existing segment is unlinked first: the caller
+// holds the key's lock, and receivers read only under it, so no one is
+// reading the old one. It reports whether an old segment was replaced, and
+// the new one's identity, taken from the file it created (not from the
+// name, which a receiver may already have claimed and another producer
+// re-created). created is called once the file exists, before it is sized
+// or written: a producer killed from then on leaves a file its watchdog
+// knows.
+func writeSegment(path string, size int, parts [][]byte, created func()) (replaced bool, id fileID, err error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|openFlags, 0o600)
 	if err == unix.EEXIST {
 		// Only a file of ours is an unclaimed publication to replace: as
@@ -133,7 +134,7 @@ func writeSegment(path string, data []byte, created func()) (replaced bool, id f
 	if err = unix.Fstat(fd, &st); err == nil {
 		id = infoOf(&st).id
 		created()
-		err = fill(fd, data)
+		err = fill(fd, size, parts)
 	}
 	unix.Close(fd)
 	if err != nil {
@@ -143,20 +144,50 @@ func writeSegment(path string, data []byte, created func()) (replaced bool, id f
 	return replaced, id, nil
 }
 
-// fill sizes the new file and writes data at offset 0.
-func fill(fd int, data []byte) error {
-	if err := unix.Ftruncate(fd, int64(len(data))); err != nil {
+// maxIOV is the most parts one pwritev takes (Linux's IOV_MAX).
+const maxIOV = 1024
+
+// fill sizes the new file and writes parts from offset 0, straight from
+// the caller's memory into the file's pages (pwritev: one copy per byte).
+// fallocate sizes it as ftruncate would and allocates its pages in one
+// pass, so the write copies into pages that exist: measured on tmpfs, 1 MiB
+// put+get cost 8-17% less CPU than ftruncate's (a mapping would fault
+// each page in, and pay an munmap). ftruncate where fallocate is not
+// supported.
+func fill(fd, size int, parts [][]byte) error {
+	err := unix.Fallocate(fd, 0, 0, int64(size))
+	if err == unix.EOPNOTSUPP || err == unix.ENOSYS {
+		err = unix.Ftruncate(fd, int64(size))
+	}
+	if err != nil {
 		return err
 	}
-	for off := 0; off < len(data); {
-		n, err := unix.Pwrite(fd, data[off:], int64(off))
+	off := 0
+	for len(parts) > 0 {
+		if len(parts[0]) == 0 {
+			parts = parts[1:]
+			continue
+		}
+		n, err := unix.Pwritev(fd, parts[:min(len(parts), maxIOV)], int64(off))
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return err
 		}
+		if n == 0 {
+			return fmt.Errorf("pwritev wrote nothing at %d of %d bytes", off, size)
+		}
 		off += n
+		// Drop what was written: whole parts, then the front of the next.
+		for n > 0 && len(parts) > 0 {
+			if n < len(parts[0]) {
+				parts[0] = parts[0][n:]
+				break
+			}
+			n -= len(parts[0])
+			parts = parts[1:]
+		}
 	}
 	return nil
 }
@@ -183,9 +214,10 @@ func segmentSize(path string) (int64, error) {
 	return info.size, nil
 }
 
-// readSegment copies the whole segment at path into memory the caller owns.
-// The caller holds the key's lock.
-func readSegment(path string) ([]byte, error) {
+// readSegment copies the whole segment at path into memory the caller owns:
+// alloc's (nil: a new slice). An alloc error stops it before anything is
+// read. The caller holds the key's lock.
+func readSegment(path string, alloc func(n int) ([]byte, error)) ([]byte, error) {
 	// O_NONBLOCK: a FIFO planted at the name must not block the open.
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|openFlags, 0)
 	switch {
@@ -215,7 +247,14 @@ func readSegment(path string) ([]byte, error) {
 	case st.Size > maxSegment:
 		return nil, pathError("read", path, fmt.Errorf("%d bytes is over the %d limit", st.Size, int64(maxSegment)))
 	}
-	data := make([]byte, st.Size)
+	var data []byte
+	if alloc == nil {
+		data = make([]byte, st.Size)
+	} else if data, err = alloc(int(st.Size)); err != nil {
+		return nil, pathError("read", path, err)
+	} else if len(data) != int(st.Size) {
+		return nil, pathError("read", path, fmt.Errorf("the allocator gave %d bytes for a %d-byte segment", len(data), st.Size))
+	}
 	for off := 0; off < len(data); {
 		n, err := unix.Pread(fd, data[off:], int64(off))
 		if err == unix.EINTR {

@@ -87,10 +87,23 @@ func (p *Producer) lockPath(key string) string { return p.path(scope.LockName(ke
 // A receiver in any process then claims it with Claim. A bad key is an
 // error wrapping keys.ErrBadKey; after Close, Put fails with ErrClosed.
 func (p *Producer) Put(key string, data []byte) (descriptor.ShmHandle, error) {
+	return p.PutParts(key, [][]byte{data})
+}
+
+// PutParts is Put of the bytes of parts, one after the other, written
+// straight from them into the segment (pwritev): a payload held in pieces
+// (wire.Pieces) needs no buffer of its own. parts are copied before
+// PutParts returns and not kept; PutParts may reslice the elements of
+// parts (never their bytes).
+func (p *Producer) PutParts(key string, parts [][]byte) (descriptor.ShmHandle, error) {
 	if err := keys.Check(key); err != nil {
 		return descriptor.ShmHandle{}, err
 	}
-	if len(data) == 0 {
+	size := 0
+	for _, b := range parts {
+		size += len(b)
+	}
+	if size == 0 {
 		return descriptor.ShmHandle{}, errEmpty
 	}
 	if p.isClosed() {
@@ -109,7 +122,7 @@ func (p *Producer) Put(key string, data []byte) (descriptor.ShmHandle, error) {
 	// Forget the key while its segment changes, so that a concurrent sweep
 	// does not take the new segment for another producer's.
 	old, wasPending := p.forget(key)
-	replaced, id, err := writeSegment(seg, data, func() { p.notify(p.onCreate, seg) })
+	replaced, id, err := writeSegment(seg, size, parts, func() { p.notify(p.onCreate, seg) })
 	if err != nil {
 		if wasPending && !replaced {
 			p.mu.Lock()
@@ -144,7 +157,7 @@ func (p *Producer) Put(key string, data []byte) (descriptor.ShmHandle, error) {
 		}
 		return descriptor.ShmHandle{}, ErrClosed
 	}
-	return descriptor.ShmHandle{Name: key, Size: len(data)}, nil
+	return descriptor.ShmHandle{Name: key, Size: size}, nil
 }
 
 func putError(err error) error { return fmt.Errorf("segment: put: %w", err) }

@@ -49,6 +49,7 @@ type encodeState struct {
 	Encoder // a copy, so the caller's Encoder does not escape
 	keys    []string
 	depth   int
+	cuts    *Pieces // MarshalPieces: where leaf data is left out
 }
 
 var statePool = sync.Pool{New: func() any { return new(encodeState) }}
@@ -58,7 +59,7 @@ func (e *Encoder) Append(dst []byte, v any) ([]byte, error) {
 	s := statePool.Get().(*encodeState)
 	s.Encoder = *e
 	b, err := s.encode(dst, v)
-	s.Encoder, s.keys, s.depth = Encoder{}, s.keys[:0], 0
+	s.Encoder, s.keys, s.depth, s.cuts = Encoder{}, s.keys[:0], 0, nil
 	statePool.Put(s)
 	return b, err
 }
@@ -256,16 +257,22 @@ func (s *encodeState) tensor(b []byte, t *tensor.Tensor) ([]byte, error) {
 		}
 		return appendExt(b, ext.Code, ext.Data), nil
 	}
-	return appendLeaf(b, tensorMarker, "dtype", t.DType.String(), t.Shape, t.Data), nil
+	return s.appendLeaf(b, tensorMarker, "dtype", t.DType.String(), t.Shape, t.Data), nil
 }
 
 // appendLeaf writes a marker map {marker: true, nameKey: name, "shape",
 // "data"} in the order OmniSerializer writes it (SPEC §5).
-func appendLeaf(b []byte, marker, nameKey, name string, shape []int, data []byte) []byte {
+// Under MarshalPieces, large data is left out and noted instead.
+func (s *encodeState) appendLeaf(b []byte, marker, nameKey, name string, shape []int, data []byte) []byte {
 	b = appendMapHeader(b, 4)
 	b = appendBool(AppendString(b, marker), true)
 	b = AppendString(AppendString(b, nameKey), name)
 	b = appendShape(AppendString(b, "shape"), shape)
+	if s.cuts != nil && len(data) >= s.cuts.min {
+		b = AppendBinHeader(AppendString(b, "data"), len(data))
+		s.cuts.cuts = append(s.cuts.cuts, cut{at: len(b), data: data})
+		return b
+	}
 	return appendBin(AppendString(b, "data"), data)
 }
 
@@ -283,7 +290,7 @@ func (s *encodeState) array(b []byte, a *tensor.Array) ([]byte, error) {
 	if err := a.Validate(); err != nil {
 		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
-	return appendLeaf(b, arrayMarker, "dtype", a.DType, a.Shape, a.Data), nil
+	return s.appendLeaf(b, arrayMarker, "dtype", a.DType, a.Shape, a.Data), nil
 }
 
 func (s *encodeState) image(b []byte, m *tensor.Image) ([]byte, error) {
@@ -293,7 +300,7 @@ func (s *encodeState) image(b []byte, m *tensor.Image) ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
-	return appendLeaf(b, imageMarker, "mode", m.Mode, m.Shape, m.Data), nil
+	return s.appendLeaf(b, imageMarker, "mode", m.Mode, m.Shape, m.Data), nil
 }
 
 func appendShape(b []byte, shape []int) []byte {
