@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -46,17 +45,7 @@ func BenchmarkPutGetPair(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			s := shmtest.Scope(b)
 			c := conntest.Open(b, s, tc.stage, tc.ringBytes)
-			payload := tc.payload
-			key := shmtest.Key("pair")
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, _, err := c.Put("0", "1", key, payload); err != nil {
-					b.Fatal(err)
-				}
-				if _, _, ok, err := c.Get("0", "1", key, nil); !ok || err != nil {
-					b.Fatal(ok, err)
-				}
-			}
+			conntest.PutGetLoop(b, c, c, shmtest.Key("pair"), tc.payload)
 		})
 	}
 }
@@ -93,13 +82,7 @@ func BenchmarkPairFlockRatio(b *testing.B) {
 		b.Fatal(err)
 	}
 	payload := map[string]any{"data": tt}
-	path := scope.Path(shmtest.Key("flock"))
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Unlink(path)
-	defer unix.Close(fd)
+	fd := flockFile(b)
 	// A key per pair, as the bench's: a put of a key the connector
 	// published before also asks whether that one was claimed.
 	prefix := shmtest.Key("pair")
@@ -181,16 +164,26 @@ func threads(tb testing.TB) int {
 	return len(entries)
 }
 
-// flockPair is the CPU cost of one uncontended LOCK_EX/LOCK_UN pair on a
-// /dev/shm file: the unit the per-message budget is written in.
-func flockPair(tb testing.TB) time.Duration {
-	path := filepath.Join(scope.ShmDir, shmtest.Key("flockpair"))
+// flockFile is a new file of the test's own in /dev/shm, open for flock
+// pairs (the unit the per-message budget is written in); it is
+// closed and unlinked when the benchmark ends.
+func flockFile(tb testing.TB) int {
+	path := scope.Path(shmtest.Key("flock"))
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer unix.Unlink(path)
-	defer unix.Close(fd)
+	tb.Cleanup(func() {
+		unix.Close(fd)
+		unix.Unlink(path)
+	})
+	return fd
+}
+
+// flockPair is the CPU cost of one uncontended LOCK_EX/LOCK_UN pair on a
+// /dev/shm file.
+func flockPair(tb testing.TB) time.Duration {
+	fd := flockFile(tb)
 	const pairs = 20000
 	start := cpuTime(tb)
 	for range pairs {
