@@ -22,10 +22,8 @@ func init() { roles["consume"] = roleConsume }
 // as stage 1 on "read N" (then says "read N"), to the end on "rest" (then
 // says "done N" with the total read).
 func roleConsume(args []string) int {
-	ringBytes, _ := strconv.Atoi(args[1])
-	conn, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "1", HostRingBytes: ringBytes})
-	if err != nil {
-		shmtest.Say("error %v", err)
+	conn, ok := openRole("1", args)
+	if !ok {
 		return 1
 	}
 	defer conn.Close()
