@@ -146,24 +146,6 @@ func roleFanoutProducer(args []string) int {
 	}
 }
 
-// cpuTime is this process's user+system CPU time so far.
-func cpuTime(tb testing.TB) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// threads is the number of OS threads of this process.
-func threads(tb testing.TB) int {
-	entries, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return len(entries)
-}
-
 // flockFile is a new file of the test's own in /dev/shm, open for flock
 // pairs (the unit the per-message budget is written in); it is
 // closed and unlinked when the benchmark ends.
@@ -185,12 +167,12 @@ func flockFile(tb testing.TB) int {
 func flockPair(tb testing.TB) time.Duration {
 	fd := flockFile(tb)
 	const pairs = 20000
-	start := cpuTime(tb)
+	start := shmtest.CPUTime(tb)
 	for range pairs {
 		unix.Flock(fd, unix.LOCK_EX)
 		unix.Flock(fd, unix.LOCK_UN)
 	}
-	return (cpuTime(tb) - start) / pairs
+	return (shmtest.CPUTime(tb) - start) / pairs
 }
 
 // BenchmarkFanout measures the receive path at scale as a user meets it:
@@ -252,19 +234,19 @@ func measureFanout(b *testing.B, n, ringBytes int, idle time.Duration) {
 		}()
 	}
 	time.Sleep(idle / 4) // let every goroutine reach its wait
-	c0, w0 := cpuTime(b), time.Now()
+	c0, w0 := shmtest.CPUTime(b), time.Now()
 	time.Sleep(idle)
-	idleCPU := float64(cpuTime(b)-c0) / float64(time.Since(w0))
-	th := threads(b)
+	idleCPU := float64(shmtest.CPUTime(b)-c0) / float64(time.Since(w0))
+	th := shmtest.Threads(b)
 
-	c0 = cpuTime(b)
+	c0 = shmtest.CPUTime(b)
 	for i := range n {
 		p.Send(b, keys[i]+" "+strconv.Itoa(i+1000))
 		if v := <-got[i]; v != int64(i+1000) {
 			b.Fatalf("waiter %d got %d", i, v)
 		}
 	}
-	perMsg := (cpuTime(b) - c0) / time.Duration(n)
+	perMsg := (shmtest.CPUTime(b) - c0) / time.Duration(n)
 
 	// The floor of this round trip: the same line to the producer, which
 	// then only writes a wakeup to a FIFO of this process, read through
@@ -277,12 +259,12 @@ func measureFanout(b *testing.B, n, ringBytes int, idle time.Duration) {
 	woken := r.C()
 	p.Send(b, "wake") // the child's notifier finds the new FIFO
 	<-woken
-	c0 = cpuTime(b)
+	c0 = shmtest.CPUTime(b)
 	for range n {
 		p.Send(b, "wake")
 		<-woken
 	}
-	floor := (cpuTime(b) - c0) / time.Duration(n)
+	floor := (shmtest.CPUTime(b) - c0) / time.Duration(n)
 	pair := flockPair(b)
 	b.ReportMetric(100*idleCPU, "idle-cpu-%")
 	b.ReportMetric(float64(th), "threads")

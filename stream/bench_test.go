@@ -5,13 +5,10 @@ package stream
 import (
 	"context"
 	"io"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"omnishm/connector"
 	"omnishm/internal/conntest"
@@ -102,22 +99,13 @@ func BenchmarkIdleReaders(b *testing.B) {
 				}
 				shmtest.Eventually(b, wait, "the readers to wait", func() bool { return recv.Waiting() == n })
 				time.Sleep(time.Second) // the safety re-poll backs off
-				c0, w0 := cpuTime(b), time.Now()
+				c0, w0 := shmtest.CPUTime(b), time.Now()
 				time.Sleep(2 * time.Second)
-				b.ReportMetric(100*float64(cpuTime(b)-c0)/float64(time.Since(w0)), "idle-cpu-%")
-				entries, _ := os.ReadDir("/proc/self/task")
-				b.ReportMetric(float64(len(entries)), "threads")
+				b.ReportMetric(100*float64(shmtest.CPUTime(b)-c0)/float64(time.Since(w0)), "idle-cpu-%")
+				b.ReportMetric(float64(shmtest.Threads(b)), "threads")
 				cancel()
 				wg.Wait()
 			}
 		})
 	}
-}
-
-func cpuTime(tb testing.TB) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
