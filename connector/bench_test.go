@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -47,17 +46,7 @@ func BenchmarkPutGetPair(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			s := shmtest.Scope(b)
 			c := conntest.Open(b, s, tc.stage, tc.ringBytes)
-			payload := tc.payload
-			key := shmtest.Key("pair")
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, _, err := c.Put("0", "1", key, payload); err != nil {
-					b.Fatal(err)
-				}
-				if _, _, ok, err := c.Get("0", "1", key, nil); !ok || err != nil {
-					b.Fatal(ok, err)
-				}
-			}
+			conntest.PutGetLoop(b, c, c, shmtest.Key("pair"), tc.payload)
 		})
 	}
 }
@@ -94,13 +83,7 @@ func BenchmarkPairFlockRatio(b *testing.B) {
 		b.Fatal(err)
 	}
 	payload := map[string]any{"data": tt}
-	path := scope.Path(shmtest.Key("flock"))
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Unlink(path)
-	defer unix.Close(fd)
+	fd := flockFile(b)
 	// A key per pair, as the bench's: a put of a key the connector
 	// published before also asks whether that one was claimed.
 	prefix := shmtest.Key("pair")
@@ -164,41 +147,33 @@ func roleFanoutProducer(args []string) int {
 	}
 }
 
-// cpuTime is this process's user+system CPU time so far.
-func cpuTime(tb testing.TB) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// threads is the number of OS threads of this process.
-func threads(tb testing.TB) int {
-	entries, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return len(entries)
-}
-
-// flockPair is the CPU cost of one uncontended LOCK_EX/LOCK_UN pair on a
-// /dev/shm file: the unit the per-message budget is written in.
-func flockPair(tb testing.TB) time.Duration {
-	path := filepath.Join(scope.ShmDir, shmtest.Key("flockpair"))
+// flockFile is a new file of the test's own in /dev/shm, open for flock
+// pairs (the unit the per-message budget is written in); it is
+// closed and unlinked when the benchmark ends.
+func flockFile(tb testing.TB) int {
+	path := scope.Path(shmtest.Key("flock"))
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer unix.Unlink(path)
-	defer unix.Close(fd)
+	tb.Cleanup(func() {
+		unix.Close(fd)
+		unix.Unlink(path)
+	})
+	return fd
+}
+
+// flockPair is the CPU cost of one uncontended LOCK_EX/LOCK_UN pair on a
+// /dev/shm file.
+func flockPair(tb testing.TB) time.Duration {
+	fd := flockFile(tb)
 	const pairs = 20000
-	start := cpuTime(tb)
+	start := shmtest.CPUTime(tb)
 	for range pairs {
 		unix.Flock(fd, unix.LOCK_EX)
 		unix.Flock(fd, unix.LOCK_UN)
 	}
-	return (cpuTime(tb) - start) / pairs
+	return (shmtest.CPUTime(tb) - start) / pairs
 }
 
 // BenchmarkFanout measures the receive path at scale as a user meets it:
@@ -260,19 +235,19 @@ func measureFanout(b *testing.B, n, ringBytes int, idle time.Duration) {
 		}()
 	}
 	time.Sleep(idle / 4) // let every goroutine reach its wait
-	c0, w0 := cpuTime(b), time.Now()
+	c0, w0 := shmtest.CPUTime(b), time.Now()
 	time.Sleep(idle)
-	idleCPU := float64(cpuTime(b)-c0) / float64(time.Since(w0))
-	th := threads(b)
+	idleCPU := float64(shmtest.CPUTime(b)-c0) / float64(time.Since(w0))
+	th := shmtest.Threads(b)
 
-	c0 = cpuTime(b)
+	c0 = shmtest.CPUTime(b)
 	for i := range n {
 		p.Send(b, keys[i]+" "+strconv.Itoa(i+1000))
 		if v := <-got[i]; v != int64(i+1000) {
 			b.Fatalf("waiter %d got %d", i, v)
 		}
 	}
-	perMsg := (cpuTime(b) - c0) / time.Duration(n)
+	perMsg := (shmtest.CPUTime(b) - c0) / time.Duration(n)
 
 	// The floor of this round trip: the same line to the producer, which
 	// then only writes a wakeup to a FIFO of this process, read through
@@ -285,12 +260,12 @@ func measureFanout(b *testing.B, n, ringBytes int, idle time.Duration) {
 	woken := r.C()
 	p.Send(b, "wake") // the child's notifier finds the new FIFO
 	<-woken
-	c0 = cpuTime(b)
+	c0 = shmtest.CPUTime(b)
 	for range n {
 		p.Send(b, "wake")
 		<-woken
 	}
-	floor := (cpuTime(b) - c0) / time.Duration(n)
+	floor := (shmtest.CPUTime(b) - c0) / time.Duration(n)
 	pair := flockPair(b)
 	b.ReportMetric(100*idleCPU, "idle-cpu-%")
 	b.ReportMetric(float64(th), "threads")

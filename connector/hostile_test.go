@@ -462,7 +462,7 @@ func BenchmarkHostileEdge(b *testing.B) {
 			}
 			b.Cleanup(func() { p.Send(b, "exit"); p.Wait(b, wait) })
 			i := 0
-			start := cpuTime(b)
+			start := shmtest.CPUTime(b)
 			for b.Loop() {
 				p.Send(b, "put "+strconv.Itoa(i))
 				if l := p.Line(b, wait); l != "ok" {
@@ -479,7 +479,7 @@ func BenchmarkHostileEdge(b *testing.B) {
 				conntest.Missing(b, receiver, "0", "1", planted, nil)
 				i++
 			}
-			b.ReportMetric(float64(cpuTime(b)-start)/float64(2*batch*i), "cpu-ns/payload")
+			b.ReportMetric(float64(shmtest.CPUTime(b)-start)/float64(2*batch*i), "cpu-ns/payload")
 		})
 	}
 }

@@ -371,23 +371,15 @@ func TestNewFromYAML(t *testing.T) {
 		ring      bool
 	}{{"4096", true}, {"0", false}} {
 		s := shmtest.Scope(t)
-		cfg, err := config.Parse([]byte(`
+		r, _ := conntest.FromConfig(t, `
 connectors:
   shm:
     name: SharedMemoryConnector
     extra:
-      host_ring_bytes: ` + tc.ringBytes + `
-      wakeup_scope: ` + s + `
+      host_ring_bytes: `+tc.ringBytes+`
+      wakeup_scope: `+s+`
       stage_id: 1
-`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := connector.New(cfg.Connectors["shm"])
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { r.Close() })
+`, "shm")
 		if r.Stage() != "1" {
 			t.Fatalf("stage %q", r.Stage())
 		}

@@ -645,12 +645,7 @@ func (h *warnCounter) WithGroup(string) slog.Handler      { return h }
 // puts take the per-key path, which a receiver of the scope still reads.
 func TestRingSetupFailureKeepsConnectorUsable(t *testing.T) {
 	s := shmtest.Scope(t)
-	warns := &warnCounter{}
-	sender, err := connector.Open(connector.Options{WakeupScope: s, StageID: "0", HostRingBytes: 4096, Logger: slog.New(warns)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sender.Close() })
+	sender, warns := openWarned(t, s, "0", 4096)
 	receiver := conntest.Open(t, s, "1", 4096)
 	registry := sender.Names().RingDir()
 	if err := os.WriteFile(registry, nil, 0o600); err != nil {

@@ -597,7 +597,7 @@ connectors:
 	}
 	sender := openConn(t, ts.url(), b, "0", func(o *Options) { o.Memory = true })
 	mustPut(t, sender, "0", "1", "configured", codes(1, 3))
-	v, _, err := tr.(connector.Receiver).Recv(context.Background(), "0", "configured")
+	v, _, err := tr.Recv(context.Background(), "0", "configured")
 	if err != nil || values(t, v)[0] != 3 {
 		t.Fatalf("recv: %v %v", v, err)
 	}

@@ -197,11 +197,9 @@ func TestMuxAddRemoveClose(t *testing.T) {
 // many chunks of each request, finishes none, says "sent" and waits to be
 // killed.
 func roleStallMany(args []string) int {
-	ringBytes, _ := strconv.Atoi(args[1])
 	chunks, _ := strconv.Atoi(args[2])
-	conn, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: ringBytes})
-	if err != nil {
-		shmtest.Say("error %v", err)
+	conn, ok := openRole("0", args)
+	if !ok {
 		return 1
 	}
 	defer conn.Close()

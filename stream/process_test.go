@@ -29,16 +29,26 @@ var roles = map[string]func(args []string) int{
 	"stallmany": roleStallMany,
 }
 
+// openRole opens a child role's connector as stage on the scope args[0],
+// with HostRingBytes args[1]; on an error it says "error ..." and is false.
+func openRole(stage connector.Stage, args []string) (*connector.SHM, bool) {
+	ringBytes, _ := strconv.Atoi(args[1])
+	conn, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: stage, HostRingBytes: ringBytes})
+	if err != nil {
+		shmtest.Say("error %v", err)
+		return nil, false
+	}
+	return conn, true
+}
+
 // roleProduce: args scope, ring bytes, chunks, requests...: sends the
 // requests' chunks interleaved as stage 0, says "sent", and on "release"
 // releases every request and says how many chunks that reclaimed.
 func roleProduce(args []string) int {
-	ringBytes, _ := strconv.Atoi(args[1])
 	chunks, _ := strconv.Atoi(args[2])
 	requests := args[3:]
-	conn, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: ringBytes})
-	if err != nil {
-		shmtest.Say("error %v", err)
+	conn, ok := openRole("0", args)
+	if !ok {
 		return 1
 	}
 	defer conn.Close()

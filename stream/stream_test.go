@@ -4,19 +4,27 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"omnishm/connector"
+	"omnishm/frame"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
+	"omnishm/internal/vectortest"
+	"omnishm/jsonform"
 	"omnishm/proc"
+	"omnishm/ring"
 	"omnishm/tensor"
+	"omnishm/wire"
 )
 
 // transports are the two ways a Reader waits: blocking Recv, or polling.
@@ -120,6 +128,64 @@ func TestFinished(t *testing.T) {
 				t.Fatalf("Finished = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestChunkIsTheTypedPayload: a chunk built by the Sender has the shape of
+// vLLM-Omni's OmniPayloadStruct (codes.audio, meta.finished as a 0-d bool
+// tensor), checked against the Python reference's typed_payload vector;
+// and Finished reads that vector's mark, from both byte forms.
+func TestChunkIsTheTypedPayload(t *testing.T) {
+	want := vectortest.Read(t, "typed_payload.json")
+	codes := make([]int64, 28)
+	for i := range codes {
+		codes[i] = int64(i)
+	}
+	audio, _ := tensor.FromSlice(codes, 1, 28)
+	chunk, err := newChunk(map[string]any{
+		"codes":       map[string]any{"audio": audio},
+		"meta":        map[string]any{"left_context_size": 0},
+		"kv_metadata": map[string]any{"binary_handle": []byte{0x00, 0xff, 0x10}},
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := jsonform.Marshal(chunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("chunk\n%s\nwant the reference typed payload\n%s", got, want)
+	}
+
+	for _, form := range []struct {
+		file   string
+		decode func([]byte) (any, error)
+	}{{"typed_payload.frame", frame.Decode}, {"typed_payload.msgpack", wire.Unmarshal}} {
+		v, err := form.decode(vectortest.Read(t, form.file))
+		if err != nil {
+			t.Fatalf("%s: %v", form.file, err)
+		}
+		m, ok := asMap(v)
+		if !ok {
+			t.Fatalf("%s decodes to %T", form.file, v)
+		}
+		meta, _ := asMap(m["meta"])
+		mark, ok := meta["finished"].(*tensor.Tensor)
+		if !ok || mark.DType != tensor.Bool || len(mark.Shape) != 0 || Finished(m) {
+			t.Fatalf("%s: meta %v: want a 0-d bool finished mark that reads false", form.file, meta)
+		}
+		mark.Data[0] = 1 // the decoded payload is ours (SPEC §3: nothing aliases shared memory)
+		if !Finished(m) {
+			t.Fatalf("%s: a true mark reads false", form.file)
+		}
 	}
 }
 
@@ -326,5 +392,99 @@ func TestReadersOfOneSenderShareOneWatch(t *testing.T) {
 	b.Close()
 	if held() {
 		t.Fatal("the watch outlives its readers")
+	}
+}
+
+// BenchmarkStream moves one request's [1, 28] int64 chunks through a Sender
+// and a Reader on two real connectors in one process; ns/op is per chunk.
+// The in-memory transport is the baseline: the stream's own cost.
+func BenchmarkStream(b *testing.B) {
+	cases := []struct {
+		name string
+		open func(b *testing.B) (prod, recv connector.Transport)
+	}{
+		{"memory", func(b *testing.B) (connector.Transport, connector.Transport) { m := newMem(); return m, m }},
+	}
+	for _, rc := range conntest.Rings {
+		cases = append(cases, struct {
+			name string
+			open func(b *testing.B) (prod, recv connector.Transport)
+		}{rc.Name, func(b *testing.B) (connector.Transport, connector.Transport) {
+			sc := shmtest.Scope(b)
+			return conntest.Open(b, sc, "0", rc.Bytes), conntest.Open(b, sc, "1", rc.Bytes)
+		}})
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			prod, recv := c.open(b)
+			s, err := NewSender(prod, "0", "1", SenderOptions{QueueLimit: 64})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			req := shmtest.Key("bench")
+			rd, err := NewReader(recv, "0", "1", req, ReaderOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			payload := map[string]any{"codes": map[string]any{"audio": codes(0, 0)}}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			go func() {
+				for i := range b.N {
+					send := s.Send
+					if i == b.N-1 {
+						send = s.Finish
+					}
+					send(ctx, req, payload)
+				}
+			}()
+			for {
+				if _, err := rd.Next(ctx); err == io.EOF {
+					break
+				} else if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			<-s.Release(req)
+		})
+	}
+}
+
+// BenchmarkIdleReaders measures N stream readers waiting in Next on one
+// connector with nothing arriving: idle CPU (% of one core, over a 2 s
+// window: a measurement interval, not a wait for a condition) and OS
+// threads. Run with -benchtime=1x, one sub-benchmark per process (threads
+// a runtime made stay).
+func BenchmarkIdleReaders(b *testing.B) {
+	for _, n := range []int{50, 1000} {
+		b.Run("readers="+strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				sc := shmtest.Scope(b)
+				recv := conntest.Open(b, sc, "1", ring.DefaultCapacity)
+				ctx, cancel := context.WithCancel(context.Background())
+				var wg sync.WaitGroup
+				for range n {
+					rd, err := NewReader(recv, "0", "1", shmtest.Key("idle"), ReaderOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					wg.Go(func() {
+						defer rd.Close()
+						rd.Next(ctx)
+					})
+				}
+				shmtest.Eventually(b, wait, "the readers to wait", func() bool { return recv.Waiting() == n })
+				time.Sleep(time.Second) // the safety re-poll backs off
+				c0, w0 := shmtest.CPUTime(b), time.Now()
+				time.Sleep(2 * time.Second)
+				b.ReportMetric(100*float64(shmtest.CPUTime(b)-c0)/float64(time.Since(w0)), "idle-cpu-%")
+				b.ReportMetric(float64(shmtest.Threads(b)), "threads")
+				cancel()
+				wg.Wait()
+			}
+		})
 	}
 }

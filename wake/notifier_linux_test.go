@@ -27,6 +27,13 @@ func inotifyOf(t testing.TB, n *Notifier) *inotifyWatch {
 	return w
 }
 
+// watchedNotifier is newNotifier(t, dir) with its inotify watcher, or skips
+// where there is none.
+func watchedNotifier(t testing.TB, dir string) (*Notifier, *inotifyWatch) {
+	n := newNotifier(t, dir)
+	return n, inotifyOf(t, n)
+}
+
 // notifyCost is what the Notifier spent on change detection and scans.
 type notifyCost struct{ checks, lookups, scans int }
 
@@ -55,8 +62,7 @@ func notifyFree(t *testing.T, n *Notifier, w *inotifyWatch, puts int, what strin
 func TestNotifyUnchangedNoSyscalls(t *testing.T) {
 	dir := wakeDir(t)
 	r := openReceiver(t, dir, "1")
-	n := newNotifier(t, dir)
-	w := inotifyOf(t, n)
+	n, w := watchedNotifier(t, dir)
 	n.Notify("1") // watches and scans; FIFO writes queue no events
 	const puts = 100
 	notifyFree(t, n, w, puts, "of an unchanged directory")
@@ -75,8 +81,7 @@ func TestNotifyEmptyStageChecksBounded(t *testing.T) {
 			if !absent {
 				openReceiver(t, dir, "2")
 			}
-			n := newNotifier(t, dir)
-			w := inotifyOf(t, n)
+			n, w := watchedNotifier(t, dir)
 			n.Notify("1")
 			n.rearm = func() {} // time stands still until the test moves it
 			elapse := func() { n.due.Store(true) }
@@ -106,8 +111,7 @@ func TestNotifyEmptyStageChecksBounded(t *testing.T) {
 // FIFO a receiver creates before the next put.
 func TestNotifyAbsentDirNoLookups(t *testing.T) {
 	dir := wakeDir(t)
-	n := newNotifier(t, dir)
-	w := inotifyOf(t, n)
+	n, w := watchedNotifier(t, dir)
 	n.Notify("1")
 	if w.state != absent {
 		t.Fatalf("state %d, want absent", w.state)
@@ -139,8 +143,7 @@ func TestNotifyAbsentDirNoLookups(t *testing.T) {
 func TestReaderFindsReplica(t *testing.T) {
 	dir := wakeDir(t)
 	openReceiver(t, dir, "1")
-	n := newNotifier(t, dir)
-	w := inotifyOf(t, n)
+	n, w := watchedNotifier(t, dir)
 	n.Notify("1")
 	before := costOf(n, w)
 	replica := openReceiver(t, dir, "1")
@@ -229,8 +232,7 @@ func TestNotifierCloseStopsReader(t *testing.T) {
 func BenchmarkDetectLatency(b *testing.B) {
 	dir := wakeDir(b)
 	openReceiver(b, dir, "2")
-	n := newNotifier(b, dir)
-	w := inotifyOf(b, n)
+	n, w := watchedNotifier(b, dir)
 	n.Notify("1")
 	path := filepath.Join(dir, "1_latency")
 	defer os.Remove(path)

@@ -49,7 +49,7 @@ func Open(tb testing.TB, scope string, stage connector.Stage, ringBytes int) *co
 // FromConfig builds the connector named name in the configuration document
 // yaml (config.Parse, then connector.New), closed when the test ends. It
 // returns the connector's configuration too.
-func FromConfig(tb testing.TB, yaml, name string) (connector.Transport, config.Connector) {
+func FromConfig(tb testing.TB, yaml, name string) (connector.Receiver, config.Connector) {
 	tb.Helper()
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
