@@ -160,7 +160,8 @@ type Plan struct {
 	Transports []string
 	// Count is the number of timed messages per transport and payload; 0
 	// means 1000, and in stream mode 256 MiB worth (100..20000). Fanout
-	// delivers one message per waiter and takes none.
+	// delivers one message per waiter, then its pipelined rounds, and takes
+	// none.
 	Count int
 	// Warmup messages precede the timed ones, untimed; 0 means
 	// min(Count, 20), negative none.
