@@ -242,21 +242,24 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 	if err := say(int64(cpu1-cpu0), int64(wall1-wall0), int64(osThreads())); err != nil {
 		return err
 	}
-	select {
-	case <-all:
-	case <-failed:
-		return failErr
-	case <-ctx.Done():
-		return ctx.Err()
+	// until waits for done, a waiter's failure, or the end of ctx.
+	until := func(done <-chan struct{}) error {
+		select {
+		case <-done:
+			return nil
+		case <-failed:
+			return failErr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := until(all); err != nil {
+		return err
 	}
 	cpu2 := cpuTime()
 	close(start)
-	select {
-	case <-piped:
-	case <-failed:
-		return failErr
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := until(piped); err != nil {
+		return err
 	}
 	cpu3 := cpuTime()
 	for range ackProbes {
