@@ -46,8 +46,21 @@ const fanoutProbe = "probe"
 // fanout deliver: at least ten rounds of one message per waiter.
 const pipedMessages = 10000
 
-// pipedRounds is the number of pipelined rounds for n waiters.
-func pipedRounds(n int) int { return max(10, pipedMessages/n) }
+// pipedRounds is the number of pipelined rounds for n waiters of
+// messages of size bytes, and how many rounds it keeps in flight: two, or
+// one, or no round at all where that would put over maxInFlight bytes in
+// flight (as a stream bounds its window).
+func pipedRounds(n, size int) (rounds, window int) {
+	switch {
+	case 2*n*size <= maxInFlight:
+		window = 2
+	case n*size <= maxInFlight:
+		window = 1
+	default:
+		return 0, 0
+	}
+	return max(10, pipedMessages/n), window
+}
 
 // fanoutRequest is the request id of waiter i of a reader fanout.
 func fanoutRequest(prefix string, run, i int) string {
@@ -58,7 +71,8 @@ func fanoutRequest(prefix string, run, i int) string {
 func timeFanout(r *runner, c *cell) error {
 	n := c.count
 	req := r.request(Fanout, c)
-	req.Messages, req.WaitIn, req.Idle = n, c.waitIn, r.plan.Idle
+	rounds, window := pipedRounds(n, max(c.payload.Size, len(c.form)))
+	req.Messages, req.WaitIn, req.Idle, req.Rounds = n, c.waitIn, r.plan.Idle, rounds
 	err := r.peer.request(req)
 	if err != nil {
 		return err
@@ -97,7 +111,6 @@ func timeFanout(r *runner, c *cell) error {
 		}
 		r.step(c)
 	}
-	rounds := pipedRounds(n)
 	putRound := func(round int) error {
 		for i := range n {
 			if err := put(round*n + i); err != nil {
@@ -106,9 +119,9 @@ func timeFanout(r *runner, c *cell) error {
 		}
 		return nil
 	}
-	// Round r is put once round r-2 is complete: two rounds in flight.
-	for round := 1; round <= rounds+2; round++ {
-		if round >= 3 {
+	// Round r is put once round r-window is complete.
+	for round := 1; round <= rounds+window; round++ {
+		if round > window {
 			v, err := r.peer.numbersWithin(r.ctx, recvTimeout, 1)
 			if err != nil {
 				if sender != nil && sender.Err() != nil {
@@ -116,8 +129,8 @@ func timeFanout(r *runner, c *cell) error {
 				}
 				return err
 			}
-			if int(v[0]) != round-2 {
-				return fmt.Errorf("fanout: round %d complete, want %d", v[0], round-2)
+			if int(v[0]) != round-window {
+				return fmt.Errorf("fanout: round %d complete, want %d", v[0], round-window)
 			}
 		}
 		if round <= rounds {
@@ -147,7 +160,9 @@ func timeFanout(r *runner, c *cell) error {
 		IdleS: time.Duration(idle[1]).Seconds(), Threads: int(idle[2]),
 		CPUPerMsgUs: float64(delivery[0]) / float64(time.Microsecond) / float64(n),
 		HarnessUs:   float64(delivery[1]) / float64(time.Microsecond), PipedRounds: rounds}
-	res.PipedCPUPerMsgUs = float64(delivery[2]-int64(rounds)*delivery[1]) / float64(time.Microsecond) / float64(rounds*n)
+	if rounds > 0 {
+		res.PipedCPUPerMsgUs = float64(delivery[2]-int64(rounds)*delivery[1]) / float64(time.Microsecond) / float64(rounds*n)
+	}
 	if idle[1] > 0 {
 		res.IdleCPUPct = 100 * float64(idle[0]) / float64(idle[1])
 	}
@@ -173,7 +188,7 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 	defer exited.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // before exited.Wait: the waiters still blocked return
-	rounds := pipedRounds(n)
+	rounds := req.Rounds
 	var (
 		left     atomic.Int64
 		failOnce sync.Once
@@ -187,6 +202,9 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 	}
 	left.Store(int64(n))
 	all, failed, piped, start := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	if rounds == 0 {
+		close(piped)
+	}
 	waiting.Add(n)
 	for i := range n {
 		exited.Add(1)
