@@ -91,6 +91,15 @@ type FanoutResult struct {
 	// less HarnessUs in them: what the delivery itself costs.
 	FlockPairs    *float64 `json:"flock_pairs"`
 	NetFlockPairs *float64 `json:"net_flock_pairs"`
+	// PipedCPUPerMsgUs is the CPU per delivery over PipedRounds pipelined
+	// rounds: every waiter re-arms on a new key as its message arrives
+	// while this process puts one round (a message per waiter) after
+	// another, two rounds in flight; the receiver answers one line per
+	// round, whose cost (HarnessUs) is taken out. PipedFlockPairs is it in
+	// flock pairs: the figure a delivery's CPU target is measured by.
+	PipedRounds      int      `json:"piped_rounds"`
+	PipedCPUPerMsgUs float64  `json:"piped_cpu_per_msg_us"`
+	PipedFlockPairs  *float64 `json:"piped_flock_pairs"`
 }
 
 // Report is the whole --json output. Results is empty in fanout mode;
@@ -223,11 +232,12 @@ func (r Report) resultTable(tw io.Writer) {
 }
 
 func (r Report) fanoutTable(tw io.Writer) {
-	fmt.Fprintln(tw, "transport\twait in\twaiters\tsize\tidle s\tidle CPU %\tthreads\tCPU µs/msg\tflock pairs/msg\tharness µs\tnet flock pairs\t")
+	fmt.Fprintln(tw, "transport\twait in\twaiters\tsize\tidle s\tidle CPU %\tthreads\tCPU µs/msg\tflock pairs/msg\tharness µs\tnet flock pairs\tpiped CPU µs/msg\tpiped flock pairs\t")
 	for _, x := range r.Fanout {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.2f\t%.1f\t%d\t%.1f\t%s%.1f\t%s\n", x.Transport, x.WaitIn, x.Waiters, FormatSize(x.Size),
 			x.IdleS, x.IdleCPUPct, x.Threads, x.CPUPerMsgUs, optional(x.FlockPairs != nil, "%.0f", deref(x.FlockPairs)), x.HarnessUs,
-			optional(x.NetFlockPairs != nil, "%.0f", deref(x.NetFlockPairs)))
+			optional(x.NetFlockPairs != nil, "%.0f", deref(x.NetFlockPairs))+fmt.Sprintf("%.1f\t", x.PipedCPUPerMsgUs)+
+				optional(x.PipedFlockPairs != nil, "%.1f", deref(x.PipedFlockPairs)))
 	}
 }
 

@@ -28,11 +28,39 @@ import (
 // line ("probe") and waits for the answer ("-1"), as it waits for each
 // delivery's; the receiver, idle in between as between deliveries, says
 // what the deliveries and what one probe cost ("cpu-ns probe-cpu-ns").
+//
+// Between the two, the pipelined rounds (pipedRounds): every waiter,
+// once all had their first message, re-arms on a key of the next round
+// each time its message arrives, and this process puts round after round
+// with up to two rounds in flight; the receiver says only "r" when round r
+// is complete, so over many deliveries its CPU is a delivery's, plus one
+// harness round trip per round, not per message. The receiver's last line
+// then carries a third number, the CPU of the rounds.
 
 // ackProbes is how many round trips of the harness a fanout times.
 const ackProbes = 100
 
 const fanoutProbe = "probe"
+
+// pipedMessages is about how many messages the pipelined rounds of a
+// fanout deliver: at least ten rounds of one message per waiter.
+const pipedMessages = 10000
+
+// pipedRounds is the number of pipelined rounds for n waiters of
+// messages of size bytes, and how many rounds it keeps in flight: two, or
+// one, or no round at all where that would put over maxInFlight bytes in
+// flight (as a stream bounds its window).
+func pipedRounds(n, size int) (rounds, window int) {
+	switch {
+	case 2*n*size <= maxInFlight:
+		window = 2
+	case n*size <= maxInFlight:
+		window = 1
+	default:
+		return 0, 0
+	}
+	return max(10, pipedMessages/n), window
+}
 
 // fanoutRequest is the request id of waiter i of a reader fanout.
 func fanoutRequest(prefix string, run, i int) string {
@@ -43,7 +71,8 @@ func fanoutRequest(prefix string, run, i int) string {
 func timeFanout(r *runner, c *cell) error {
 	n := c.count
 	req := r.request(Fanout, c)
-	req.Messages, req.WaitIn, req.Idle = n, c.waitIn, r.plan.Idle
+	rounds, window := pipedRounds(n, max(c.payload.Size, len(c.form)))
+	req.Messages, req.WaitIn, req.Idle, req.Rounds = n, c.waitIn, r.plan.Idle, rounds
 	err := r.peer.request(req)
 	if err != nil {
 		return err
@@ -82,6 +111,34 @@ func timeFanout(r *runner, c *cell) error {
 		}
 		r.step(c)
 	}
+	putRound := func(round int) error {
+		for i := range n {
+			if err := put(round*n + i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Round r is put once round r-window is complete.
+	for round := 1; round <= rounds+window; round++ {
+		if round > window {
+			v, err := r.peer.numbersWithin(r.ctx, recvTimeout, 1)
+			if err != nil {
+				if sender != nil && sender.Err() != nil {
+					err = sender.Err()
+				}
+				return err
+			}
+			if int(v[0]) != round-window {
+				return fmt.Errorf("fanout: round %d complete, want %d", v[0], round-window)
+			}
+		}
+		if round <= rounds {
+			if err := putRound(round); err != nil {
+				return err
+			}
+		}
+	}
 	for range ackProbes {
 		if err := r.peer.child.Send(fanoutProbe); err != nil {
 			return fmt.Errorf("receiver: %w", err)
@@ -90,7 +147,7 @@ func timeFanout(r *runner, c *cell) error {
 			return err
 		}
 	}
-	delivery, err := r.peer.numbersWithin(r.ctx, recvTimeout, 2)
+	delivery, err := r.peer.numbersWithin(r.ctx, recvTimeout, 3)
 	if err != nil {
 		return err
 	}
@@ -102,7 +159,10 @@ func timeFanout(r *runner, c *cell) error {
 	res := FanoutResult{WaitIn: c.waitIn, Waiters: n, Size: c.payload.Size,
 		IdleS: time.Duration(idle[1]).Seconds(), Threads: int(idle[2]),
 		CPUPerMsgUs: float64(delivery[0]) / float64(time.Microsecond) / float64(n),
-		HarnessUs:   float64(delivery[1]) / float64(time.Microsecond)}
+		HarnessUs:   float64(delivery[1]) / float64(time.Microsecond), PipedRounds: rounds}
+	if rounds > 0 {
+		res.PipedCPUPerMsgUs = float64(delivery[2]-int64(rounds)*delivery[1]) / float64(time.Microsecond) / float64(rounds*n)
+	}
 	if idle[1] > 0 {
 		res.IdleCPUPct = 100 * float64(idle[0]) / float64(idle[1])
 	}
@@ -128,28 +188,61 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 	defer exited.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // before exited.Wait: the waiters still blocked return
+	rounds := req.Rounds
 	var (
 		left     atomic.Int64
 		failOnce sync.Once
 		failErr  error
 	)
+	// roundLeft[r] counts the waiters still to have their message of
+	// pipelined round r+1; the one that brings it to zero says so.
+	roundLeft := make([]atomic.Int64, rounds)
+	for r := range roundLeft {
+		roundLeft[r].Store(int64(n))
+	}
 	left.Store(int64(n))
-	all, failed := make(chan struct{}), make(chan struct{})
+	all, failed, piped, start := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	if rounds == 0 {
+		close(piped)
+	}
 	waiting.Add(n)
 	for i := range n {
 		exited.Add(1)
 		go func() {
 			defer exited.Done()
+			fail := func(err error) {
+				failOnce.Do(func() { failErr = fmt.Errorf("fanout waiter %d: %w", i, err); close(failed) })
+			}
 			err := wait(ctx, conn, req, i, &waiting)
 			if err == nil {
 				err = say(int64(i))
 			}
 			if err != nil {
-				failOnce.Do(func() { failErr = fmt.Errorf("fanout waiter %d: %w", i, err); close(failed) })
+				fail(err)
 				return
 			}
 			if left.Add(-1) == 0 {
 				close(all)
+			}
+			select {
+			case <-start:
+			case <-ctx.Done():
+				return
+			}
+			for round := 1; round <= rounds; round++ {
+				if err := wait(ctx, conn, req, round*n+i, nil); err != nil {
+					fail(err)
+					return
+				}
+				if roundLeft[round-1].Add(-1) == 0 {
+					if err := say(int64(round)); err != nil {
+						fail(err)
+						return
+					}
+					if round == rounds {
+						close(piped)
+					}
+				}
 			}
 		}()
 	}
@@ -167,14 +260,26 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 	if err := say(int64(cpu1-cpu0), int64(wall1-wall0), int64(osThreads())); err != nil {
 		return err
 	}
-	select {
-	case <-all:
-	case <-failed:
-		return failErr
-	case <-ctx.Done():
-		return ctx.Err()
+	// until waits for done, a waiter's failure, or the end of ctx.
+	until := func(done <-chan struct{}) error {
+		select {
+		case <-done:
+			return nil
+		case <-failed:
+			return failErr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := until(all); err != nil {
+		return err
 	}
 	cpu2 := cpuTime()
+	close(start)
+	if err := until(piped); err != nil {
+		return err
+	}
+	cpu3 := cpuTime()
 	for range ackProbes {
 		line, err := reexec.ReadLine()
 		if err != nil || line != fanoutProbe {
@@ -184,26 +289,32 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 			return err
 		}
 	}
-	return say(int64(cpu2-cpu1), int64(cpuTime()-cpu2)/ackProbes)
+	return say(int64(cpu2-cpu1), int64(cpuTime()-cpu3)/ackProbes, int64(cpu3-cpu2))
 }
 
-// wait is waiter i of a fanout: it blocks until its message arrives,
-// calling waiting.Done just before it blocks.
+// wait is a fanout waiter's wait for message i: it blocks until the
+// message arrives, calling waiting.Done (when not nil) just before it
+// blocks.
 func wait(ctx context.Context, conn connector.Receiver, req request, i int, waiting *sync.WaitGroup) error {
 	if req.WaitIn == WaitReader {
 		rd, err := stream.NewReader(conn, benchFrom, benchTo, fanoutRequest(req.KeyPrefix, req.Run, i),
 			stream.ReaderOptions{ProgressTimeout: time.Hour}) // only a delivery, or the run's end, ends it
-		waiting.Done()
+		if waiting != nil {
+			waiting.Done()
+		}
 		if err != nil {
 			return err
 		}
+		defer rd.Close()
 		chunk, err := rd.Next(ctx)
 		if err == nil && !stream.Finished(chunk) {
 			err = fmt.Errorf("chunk of request %q is not its last", fanoutRequest(req.KeyPrefix, req.Run, i))
 		}
 		return err
 	}
-	waiting.Done()
+	if waiting != nil {
+		waiting.Done()
+	}
 	v, _, err := conn.Recv(ctx, benchFrom, key(req.KeyPrefix, req.Run, i))
 	if err == nil && v == nil {
 		err = fmt.Errorf("key %q: no payload", key(req.KeyPrefix, req.Run, i))

@@ -109,6 +109,9 @@ func fanoutInFlockPairs(r *Report) {
 		x := &r.Fanout[i]
 		x.FlockPairs = quotient(x.CPUPerMsgUs, r.Flock.P50Us/2)
 		x.NetFlockPairs = quotient(x.CPUPerMsgUs-x.HarnessUs, r.Flock.P50Us/2)
+		if x.PipedRounds > 0 {
+			x.PipedFlockPairs = quotient(x.PipedCPUPerMsgUs, r.Flock.P50Us/2)
+		}
 	}
 }
 

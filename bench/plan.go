@@ -44,8 +44,11 @@ const (
 	// each waiting for a key of its own on edge 0->1, measures that
 	// process's CPU over an idle window and its OS threads, then puts the
 	// keys one by one from this process, each after the previous one was
-	// delivered, and measures the receiver's CPU per delivery. The report
-	// is Report.Fanout, beside Report.Flock.
+	// delivered, and measures the receiver's CPU per delivery; then it
+	// puts pipelined rounds (every waiter re-arms on a new key as its
+	// message arrives, two rounds in flight) and measures the CPU per
+	// delivery over many, without a harness round trip per message. The
+	// report is Report.Fanout, beside Report.Flock.
 	Fanout Mode = "fanout"
 )
 
@@ -157,7 +160,8 @@ type Plan struct {
 	Transports []string
 	// Count is the number of timed messages per transport and payload; 0
 	// means 1000, and in stream mode 256 MiB worth (100..20000). Fanout
-	// delivers one message per waiter and takes none.
+	// delivers one message per waiter, then its pipelined rounds, and takes
+	// none.
 	Count int
 	// Warmup messages precede the timed ones, untimed; 0 means
 	// min(Count, 20), negative none.

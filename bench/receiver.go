@@ -53,6 +53,8 @@ type request struct {
 	// measured idle.
 	WaitIn string        `json:"wait_in,omitempty"`
 	Idle   time.Duration `json:"idle,omitempty"`
+	// Fanout: the pipelined rounds after the one-by-one deliveries.
+	Rounds int `json:"rounds,omitempty"`
 }
 
 // receiver is the parent's view of the receiver process.

@@ -32,6 +32,22 @@ func TestWAVHeaderRoundTrip(t *testing.T) {
 	}
 }
 
+// pcm16's rounding is math.Round's, at every step of a sweep and at the
+// halfway points.
+func TestPCM16RoundsAsMathRound(t *testing.T) {
+	var x []float32
+	for i := -70000; i <= 70000; i++ {
+		x = append(x, float32(i)/65534, (float32(i)+0.5)/math.MaxInt16)
+	}
+	pcm := pcm16(nil, x)
+	for i, v := range x {
+		want := int16(math.Round(float64(max(-1, min(1, v))) * math.MaxInt16))
+		if got := int16(uint16(pcm[2*i]) | uint16(pcm[2*i+1])<<8); got != want {
+			t.Fatalf("sample %v = %d, want %d", v, got, want)
+		}
+	}
+}
+
 func TestDemoAudioIsDeterministic(t *testing.T) {
 	codes := chunkCodes(3, 5)
 	if len(codes) != codesPerChunk {

@@ -27,7 +27,7 @@ type Result struct {
 	// Complete says the pipeline ran to its end and every stage reported:
 	// the fields below are set.
 	Complete bool
-	Setup    time.Duration // to start the stages, open connectors and warm up the rings
+	Setup    time.Duration // to start the stages, open connectors and the WAV files, and warm up the rings
 	Elapsed  time.Duration // from "go" to stage 2's last chunk
 	// Received and Completed are the chunks and requests stage 2 got.
 	Received, Completed int
@@ -93,7 +93,7 @@ func (r Result) WriteReport(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "omnishm demo: %d requests x %d chunks (%s), %s, 3 stage processes\n", r.Requests, r.Chunks, pace, edges)
 	fmt.Fprintf(&b, "  scope             %s\n", r.Scope)
-	fmt.Fprintf(&b, "  setup             %.3f s (start the stages, open connectors, warm up the rings)\n", r.Setup.Seconds())
+	fmt.Fprintf(&b, "  setup             %.3f s (start the stages, open connectors and WAV files, warm up the rings)\n", r.Setup.Seconds())
 	fmt.Fprintf(&b, "  elapsed           %.3f s\n", r.Elapsed.Seconds())
 	fmt.Fprintf(&b, "  requests/s        %.1f\n", float64(r.Requests)/r.Elapsed.Seconds())
 	fmt.Fprintf(&b, "  chunks/s          %.0f\n", float64(total)/r.Elapsed.Seconds())

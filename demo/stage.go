@@ -74,7 +74,8 @@ type stageProcess struct {
 	cfg      stageConfig
 	requests []string
 	conn     connector.Receiver
-	control  chan string // lines from the parent; closed when stdin ends
+	control  chan string  // lines from the parent; closed when stdin ends
+	wavs     []*wavWriter // stage 2: one per request, opened before "ready"
 }
 
 func (p *stageProcess) say(e event) {
@@ -157,6 +158,21 @@ func (p *stageProcess) run(ctx context.Context) error {
 	if p.cfg.Stage < 2 {
 		if err := p.warmUp(); err != nil {
 			return err
+		}
+	} else {
+		// The output files are setup, like the connector: opening them is
+		// no chunk's work.
+		defer func() {
+			for _, w := range p.wavs {
+				w.abort()
+			}
+		}()
+		for _, req := range p.requests {
+			w, err := newWAVWriter(filepath.Join(p.cfg.Out, req+".wav"), len(p.requests))
+			if err != nil {
+				return err
+			}
+			p.wavs = append(p.wavs, w)
 		}
 	}
 	p.say(event{Event: "ready", PID: os.Getpid()})
@@ -333,11 +349,7 @@ func (p *stageProcess) collect(ctx context.Context, up proc.ID) error {
 		}
 	})
 	err := p.perRequest(ctx, func(ctx context.Context, r int, req string) error {
-		w, err := newWAVWriter(filepath.Join(p.cfg.Out, req+".wav"))
-		if err != nil {
-			return err
-		}
-		defer w.abort()
+		w := p.wavs[r]
 		n, err := readChunks(ctx, p.conn, "1", "2", req, up, func(n int, chunk map[string]any) error {
 			now := int64(hostclock.Now())
 			key := stream.Key(req, "1", n)

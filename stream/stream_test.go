@@ -371,7 +371,8 @@ func TestReaderBadChunk(t *testing.T) {
 }
 
 // Readers of one sender share one watch of it (one pidfd however many
-// requests a stage reads); the last Close releases it.
+// requests a stage reads); the last Close leaves it idle, for the next
+// reader of that sender.
 func TestReadersOfOneSenderShareOneWatch(t *testing.T) {
 	self, err := proc.Self()
 	if err != nil {
@@ -383,15 +384,19 @@ func TestReadersOfOneSenderShareOneWatch(t *testing.T) {
 	if a.sender == nil || a.sender != b.sender || a.sender.refs != 2 {
 		t.Fatalf("watches %p %p", a.sender, b.sender)
 	}
-	held := func() bool { watchesMu.Lock(); defer watchesMu.Unlock(); return watches[self] != nil }
+	refs := func() int { watchesMu.Lock(); defer watchesMu.Unlock(); return watches[self].refs }
+	w := a.sender
 	a.Close()
 	a.Close()
-	if !held() {
+	if refs() != 1 {
 		t.Fatal("the watch was released while a reader holds it")
 	}
 	b.Close()
-	if held() {
-		t.Fatal("the watch outlives its readers")
+	if refs() != 0 {
+		t.Fatal("the watch is held with no reader")
+	}
+	if c := mustReader(t, m, "c", ReaderOptions{Sender: self}); c.sender != w || refs() != 1 {
+		t.Fatal("the idle watch was not reused")
 	}
 }
 
