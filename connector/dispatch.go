@@ -91,8 +91,8 @@ type dispatchStats struct {
 type dispatcher struct {
 	c        *SHM
 	to       string
-	fifo     <-chan struct{} // nil without a wakeup FIFO
-	interval time.Duration   // PollInterval
+	fifo     bool          // the stage has a wakeup FIFO (c.waiter), read by run itself
+	interval time.Duration // PollInterval
 
 	mu     sync.Mutex
 	keys   map[string][]*waiter // waiting, by key, in arrival order
@@ -136,7 +136,7 @@ func (c *SHM) dispatch() *dispatcher {
 			kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		}
 		if c.waiter != nil {
-			d.fifo = c.waiter.C()
+			d.fifo = true
 			c.waiter.CountSleeps() // run announces each sleep
 		}
 		d.ringEvery, d.fullEvery = min(minRingPoll, d.interval), d.interval
@@ -185,10 +185,14 @@ func (d *dispatcher) hint(name []byte) {
 	}
 }
 
+// nudge wakes run for fresh waiters, hinted keys or the ring's Changes.
 func (d *dispatcher) nudge() {
 	select {
 	case d.kick <- struct{}{}:
 	default:
+	}
+	if d.fifo {
+		d.c.waiter.Interrupt() // run may be in Await
 	}
 }
 
@@ -277,12 +281,26 @@ func (d *dispatcher) finish(w *waiter, r result) {
 }
 
 // run is the dispatcher's goroutine: it sleeps until something changes,
-// then serves every waiter that change may concern.
+// then serves every waiter that change may concern. With a wakeup FIFO it
+// sleeps in the FIFO's Await itself, so that a producer's wakeup reaches it
+// straight from the runtime poller (a goroutine between, reading the FIFO
+// for a channel, costs a second hand-off per message: one more OS thread
+// woken on another CPU); kicks, the ring's Changes (through forward), stop
+// and the timer's deadline interrupt that sleep.
 func (d *dispatcher) run() {
 	defer close(d.done)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	// await: sleep in the FIFO's Await; else in a select, with a timer.
+	await := d.fifo
+	var timer *time.Timer
+	var next time.Time // Await's deadline: when serve asked to look again
 	changes := d.c.ring.Changes()
+	if await {
+		go d.forward(changes)
+		changes = nil
+	} else {
+		timer = time.NewTimer(time.Hour)
+		timer.Stop()
+	}
 	for {
 		woke, ticked := false, false
 		// Producers skip the wakeup of a ring frame while this receiver
@@ -292,7 +310,7 @@ func (d *dispatcher) run() {
 		// sleeping. A few times in a row at most: a ring whose lock another
 		// process holds stays unswept (the busy timer retries it), and
 		// under a steady stream the count up means the next put writes.
-		asleep := d.fifo != nil && d.count.Load() > 0
+		asleep := d.fifo && d.count.Load() > 0
 		for i := 0; asleep; i++ {
 			d.c.waiter.BeginSleep()
 			if i == recheckLimit || !d.unswept() {
@@ -301,32 +319,76 @@ func (d *dispatcher) run() {
 			d.c.waiter.EndSleep()
 			d.serving.Store(true)
 			// As for a wakeup: one written meanwhile is served with it.
-			d.reschedule(timer, d.serve(true, false))
+			next = d.serve(true, false)
 			d.serving.Store(false)
+			if timer != nil {
+				d.reschedule(timer, next)
+			}
 			asleep = d.count.Load() > 0
 		}
-		select {
-		case <-d.stop:
-			if asleep {
-				d.c.waiter.EndSleep()
+		stopped := false
+		if await {
+			select {
+			case <-d.stop:
+				stopped = true
+			default:
+				var interrupted bool
+				var err error
+				woke, interrupted, err = d.c.waiter.Await(next)
+				ticked = !woke && !interrupted && err == nil
+				if err != nil {
+					// The poller refused the FIFO: poll as without one
+					// (Close stops run before it closes the FIFO).
+					d.c.log.Debug("omnishm: receive wait", "err", err)
+					await, changes = false, d.c.ring.Changes()
+					timer = time.NewTimer(d.interval)
+				}
+				// Kicks up to here are served now; a later one's
+				// Interrupt ends the next Await at once.
+				select {
+				case <-d.kick:
+				default:
+				}
 			}
-			timer.Stop()
-			d.shutdown()
-			return
-		case <-d.kick:
-		case <-d.fifo:
-			woke = true
-		case <-changes:
-		case <-timer.C:
-			ticked = true
+		} else {
+			select {
+			case <-d.stop:
+				stopped = true
+			case <-d.kick:
+			case <-changes:
+			case <-timer.C:
+				ticked = true
+			}
 		}
 		if asleep {
 			d.c.waiter.EndSleep()
 		}
+		if stopped {
+			if timer != nil {
+				timer.Stop()
+			}
+			d.shutdown()
+			return
+		}
 		d.serving.Store(true)
-		next := d.serve(woke, ticked)
+		next = d.serve(woke, ticked)
 		d.serving.Store(false)
-		d.reschedule(timer, next)
+		if timer != nil {
+			d.reschedule(timer, next)
+		}
+	}
+}
+
+// forward turns the ring's Changes into kicks while run sleeps in Await,
+// until stop.
+func (d *dispatcher) forward(changes <-chan struct{}) {
+	for {
+		select {
+		case <-changes:
+			d.nudge()
+		case <-d.stop:
+			return
+		}
 	}
 }
 
@@ -379,7 +441,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		d.ringAt, d.fullAt, d.busyAt = time.Time{}, time.Time{}, time.Time{}
 		return time.Time{}
 	}
-	if len(fresh) > 0 && d.fifo == nil {
+	if len(fresh) > 0 && !d.fifo {
 		d.ringEvery = min(minRingPoll, d.interval) // new waiters: poll closely again
 	}
 	// A lost hint watch (an overflow dropped events) may have dropped a
@@ -433,7 +495,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 	// key's segment) backs off while it finds nothing that no wakeup or
 	// hint announced, and comes back to PollInterval when it does: such a
 	// producer exists.
-	if d.fifo == nil && (due(d.ringAt, now) || d.ringAt.IsZero() || len(fresh) > 0) {
+	if !d.fifo && (due(d.ringAt, now) || d.ringAt.IsZero() || len(fresh) > 0) {
 		d.ringAt = now.Add(d.ringEvery)
 		d.ringEvery = min(d.ringEvery*2, d.interval)
 	}
@@ -705,7 +767,7 @@ func (d *dispatcher) settled() bool {
 	d.mu.Lock()
 	pending := len(d.fresh) + len(d.hinted)
 	d.mu.Unlock()
-	if d.c.waiter != nil && (d.c.waiter.Generation() != d.wakes.Load() || len(d.fifo) > 0) {
+	if d.c.waiter != nil && d.c.waiter.Generation() != d.wakes.Load() {
 		return false
 	}
 	return pending == 0 && !d.serving.Load() && len(d.kick) == 0
@@ -714,6 +776,9 @@ func (d *dispatcher) settled() bool {
 // close stops the dispatcher and waits for its goroutine.
 func (d *dispatcher) close() error {
 	close(d.stop)
+	if d.fifo {
+		d.c.waiter.Interrupt()
+	}
 	<-d.done
 	return nil
 }
