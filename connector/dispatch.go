@@ -3,6 +3,7 @@
 package connector
 
 import (
+	"context"
 	"os"
 	"slices"
 	"sync"
@@ -94,25 +95,30 @@ type dispatcher struct {
 	fifo     bool          // the stage has a wakeup FIFO (c.waiter), read by run itself
 	interval time.Duration // PollInterval
 
-	mu     sync.Mutex
-	keys   map[string][]*waiter // waiting, by key, in arrival order
-	count  atomic.Int64         // the waiters in keys (written under mu)
-	edges  map[string]int       // waiting per edge from->to
-	fresh  []*waiter            // registered since the last serve
-	hinted []string             // waited keys whose lock file was closed since
-	closed bool
-	hints  uint64 // lock files of any key closed (read by syncHints)
+	mu      sync.Mutex
+	keys    map[string][]*waiter // waiting, by key, in arrival order
+	count   atomic.Int64         // the waiters in keys (written under mu)
+	edges   map[string]int       // waiting per edge from->to
+	fresh   []*waiter            // registered since the last serve
+	hinted  []string             // waited keys whose lock file was closed since
+	closed  bool
+	hints   uint64 // lock files of any key closed (read by syncHints)
+	leading bool   // a goroutine runs lead
 
 	kick    chan struct{} // fresh waiters or hinted keys
 	stop    chan struct{}
-	done    chan struct{}
-	serving atomic.Bool // run is in serve (tests wait for it to settle)
+	leaders sync.WaitGroup // lead and forward
+	serving atomic.Bool    // run is in serve (tests wait for it to settle)
 
 	// The hint watch; nil when /dev/shm cannot be watched.
 	shm      *fswatch.Watcher
 	shmWatch *fswatch.Watch
 
-	// The serving goroutine's own.
+	// The leader's own.
+	await                           bool            // sleep in the FIFO's Await, else in a select
+	timer                           *time.Timer     // the select's
+	changes                         <-chan struct{} // the ring's Changes, for the select
+	next                            time.Time       // when to look again
 	ringEvery, fullEvery, busyEvery time.Duration
 	ringAt, fullAt, busyAt          time.Time // zero: not scheduled; ringAt only without a FIFO
 	reservedNow                     []*waiter
@@ -133,7 +139,7 @@ func (c *SHM) dispatch() *dispatcher {
 		d := &dispatcher{
 			c: c, to: string(c.opts.StageID), interval: c.opts.PollInterval,
 			keys: map[string][]*waiter{}, edges: map[string]int{},
-			kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+			kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		}
 		if c.waiter != nil {
 			d.fifo = true
@@ -141,8 +147,15 @@ func (c *SHM) dispatch() *dispatcher {
 		}
 		d.ringEvery, d.fullEvery = min(minRingPoll, d.interval), d.interval
 		d.watchHints()
+		if d.await = d.fifo; d.await {
+			d.leaders.Add(1)
+			go d.forward(c.ring.Changes())
+		} else {
+			d.changes = c.ring.Changes()
+			d.timer = time.NewTimer(time.Hour)
+			d.timer.Stop()
+		}
 		c.dispatcher.Store(d)
-		go d.run()
 	})
 	return c.dispatcher.Load()
 }
@@ -197,21 +210,28 @@ func (d *dispatcher) nudge() {
 }
 
 // wait registers a waiter for key on edge from->d.to; ErrClosed once the
-// dispatcher stopped.
-func (d *dispatcher) wait(from, key string, a frame.Allocator) (*waiter, error) {
-	w := &waiter{from: from, key: key, alloc: a, ch: make(chan result, 1)}
+// dispatcher stopped. With lead set, no goroutine leads: the caller must
+// run lead(w, ctx) itself.
+func (d *dispatcher) wait(from, key string, a frame.Allocator) (w *waiter, lead bool, err error) {
+	w = &waiter{from: from, key: key, alloc: a, ch: make(chan result, 1)}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	d.keys[key] = append(d.keys[key], w)
 	d.edges[from]++
 	d.count.Add(1)
 	d.fresh = append(d.fresh, w)
+	if lead = !d.leading; lead {
+		d.leading = true
+		d.leaders.Add(1)
+	}
 	d.mu.Unlock()
-	d.nudge()
-	return w, nil
+	if !lead {
+		d.nudge()
+	}
+	return w, lead, nil
 }
 
 // cancel takes back a waiter whose Recv ends. If a claim for it is under
@@ -280,28 +300,26 @@ func (d *dispatcher) finish(w *waiter, r result) {
 	w.ch <- r
 }
 
-// run is the dispatcher's goroutine: it sleeps until something changes,
-// then serves every waiter that change may concern. With a wakeup FIFO it
-// sleeps in the FIFO's Await itself, so that a producer's wakeup reaches it
-// straight from the runtime poller (a goroutine between, reading the FIFO
-// for a channel, costs a second hand-off per message: one more OS thread
-// woken on another CPU); kicks, the ring's Changes (through forward), stop
-// and the timer's deadline interrupt that sleep.
-func (d *dispatcher) run() {
-	defer close(d.done)
-	// await: sleep in the FIFO's Await; else in a select, with a timer.
-	await := d.fifo
-	var timer *time.Timer
-	var next time.Time // Await's deadline: when serve asked to look again
-	changes := d.c.ring.Changes()
-	if await {
-		go d.forward(changes)
-		changes = nil
-	} else {
-		timer = time.NewTimer(time.Hour)
-		timer.Stop()
-	}
+// lead runs the dispatcher's loop: it sleeps until something changes, then
+// serves every waiter that change may concern. One goroutine at a time
+// leads (d.leading): the Recv whose waiter found no leader, until its own
+// result is there or its ctx ends (own, ctx), so that one message in flight
+// reaches its Recv straight from the runtime poller, with no goroutine
+// hand-off; then, if others still wait, a goroutine of its own (own nil)
+// until nothing waits. With a wakeup FIFO the leader sleeps in the FIFO's
+// Await: kicks, the ring's Changes (through forward), stop and the timer's
+// deadline interrupt it. The caller holds one count of d.leaders.
+func (d *dispatcher) lead(own *waiter, ctx context.Context) {
+	defer d.leaders.Done()
+	// A new leader first serves what came while nobody led (no kick
+	// tells it): the new waiters, its own.
+	d.serving.Store(true)
+	d.schedule(d.serve(false, false))
+	d.serving.Store(false)
 	for {
+		if d.handOver(own, ctx) {
+			return
+		}
 		woke, ticked := false, false
 		// Producers skip the wakeup of a ring frame while this receiver
 		// announces no sleep (wake.Notifier.NotifyRing): announce it, then
@@ -319,29 +337,29 @@ func (d *dispatcher) run() {
 			d.c.waiter.EndSleep()
 			d.serving.Store(true)
 			// As for a wakeup: one written meanwhile is served with it.
-			next = d.serve(true, false)
+			d.schedule(d.serve(true, false))
 			d.serving.Store(false)
-			if timer != nil {
-				d.reschedule(timer, next)
+			if d.handOver(own, ctx) {
+				return
 			}
 			asleep = d.count.Load() > 0
 		}
 		stopped := false
-		if await {
+		if d.await {
 			select {
 			case <-d.stop:
 				stopped = true
 			default:
 				var interrupted bool
 				var err error
-				woke, interrupted, err = d.c.waiter.Await(next)
+				woke, interrupted, err = d.c.waiter.Await(d.next)
 				ticked = !woke && !interrupted && err == nil
 				if err != nil {
 					// The poller refused the FIFO: poll as without one
-					// (Close stops run before it closes the FIFO).
+					// (Close stops the leader before it closes the FIFO).
 					d.c.log.Debug("omnishm: receive wait", "err", err)
-					await, changes = false, d.c.ring.Changes()
-					timer = time.NewTimer(d.interval)
+					d.await, d.changes = false, d.c.ring.Changes()
+					d.timer = time.NewTimer(d.interval)
 				}
 				// Kicks up to here are served now; a later one's
 				// Interrupt ends the next Await at once.
@@ -355,8 +373,8 @@ func (d *dispatcher) run() {
 			case <-d.stop:
 				stopped = true
 			case <-d.kick:
-			case <-changes:
-			case <-timer.C:
+			case <-d.changes:
+			case <-d.timer.C:
 				ticked = true
 			}
 		}
@@ -364,24 +382,58 @@ func (d *dispatcher) run() {
 			d.c.waiter.EndSleep()
 		}
 		if stopped {
-			if timer != nil {
-				timer.Stop()
-			}
-			d.shutdown()
 			return
 		}
 		d.serving.Store(true)
-		next = d.serve(woke, ticked)
+		d.schedule(d.serve(woke, ticked))
 		d.serving.Store(false)
-		if timer != nil {
-			d.reschedule(timer, next)
-		}
 	}
 }
 
-// forward turns the ring's Changes into kicks while run sleeps in Await,
-// until stop.
+// handOver reports that the leader leaves the loop: a Recv's (own) whose
+// result is there or whose ctx ended (its Recv then takes its waiter back),
+// or a goroutine's when nothing waits; and on stop. A Recv that leaves
+// while others wait passes the lead to a goroutine.
+func (d *dispatcher) handOver(own *waiter, ctx context.Context) bool {
+	select {
+	case <-d.stop:
+		return true
+	default:
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if own == nil {
+		if d.count.Load() > 0 || len(d.fresh) > 0 || len(d.hinted) > 0 {
+			return false
+		}
+		d.leading = false
+		return true
+	}
+	if own.state != finished && ctx.Err() == nil {
+		return false
+	}
+	if d.count.Load() == 0 || own.state == waiting && d.count.Load() == 1 {
+		d.leading = false
+		return true
+	}
+	d.leaders.Add(1)
+	go d.lead(nil, nil)
+	return true
+}
+
+// schedule sets when the leader looks again at the latest (zero: only on
+// an event).
+func (d *dispatcher) schedule(next time.Time) {
+	d.next = next
+	if d.timer != nil {
+		d.reschedule(d.timer, next)
+	}
+}
+
+// forward turns the ring's Changes into kicks while the leader sleeps in
+// Await, until stop.
 func (d *dispatcher) forward(changes <-chan struct{}) {
+	defer d.leaders.Done()
 	for {
 		select {
 		case <-changes:
@@ -741,7 +793,6 @@ func (d *dispatcher) rewatchHints() {
 // shutdown ends every waiter with ErrClosed and releases the hint watch.
 func (d *dispatcher) shutdown() {
 	d.mu.Lock()
-	d.closed = true
 	var all []*waiter
 	for _, list := range d.keys {
 		all = append(all, list...)
@@ -773,12 +824,20 @@ func (d *dispatcher) settled() bool {
 	return pending == 0 && !d.serving.Load() && len(d.kick) == 0
 }
 
-// close stops the dispatcher and waits for its goroutine.
+// close stops the dispatcher: no new waiter, the leader leaves, then every
+// waiter returns ErrClosed.
 func (d *dispatcher) close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
 	close(d.stop)
 	if d.fifo {
 		d.c.waiter.Interrupt()
 	}
-	<-d.done
+	d.leaders.Wait()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.shutdown()
 	return nil
 }
