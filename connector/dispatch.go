@@ -18,11 +18,16 @@ import (
 	"omnishm/scope"
 )
 
-// The receive dispatcher: one goroutine per connector waits for change on
-// behalf of every Recv, so a stage waiting on a thousand keys holds no
-// thread and makes no system call per waiter. It wakes on
+// The receive dispatcher: one goroutine per connector at a time, its
+// leader, waits for change on behalf of every Recv, so a stage waiting on
+// a thousand keys holds no thread and makes no system call per waiter. The
+// leader is the Recv that found none (it serves every waiter until its own
+// result is there: one message in flight costs no goroutine hand-off),
+// then a goroutine of the dispatcher's while others wait; none while
+// nothing waits (see lead). It wakes on
 //
-//   - the stage's wakeup FIFO (SPEC §8), read through the runtime poller:
+//   - the stage's wakeup FIFO (SPEC §8), read by the leader itself through
+//     the runtime poller (wake.Receiver.Await):
 //     it then sweeps each attached ring of every waited edge once, claiming
 //     the frames whose keys have waiters;
 //   - the ring's Changes (a new producer, a producer's exit);
