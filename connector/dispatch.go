@@ -3,6 +3,7 @@
 package connector
 
 import (
+	"context"
 	"os"
 	"slices"
 	"sync"
@@ -17,11 +18,16 @@ import (
 	"omnishm/scope"
 )
 
-// The receive dispatcher: one goroutine per connector waits for change on
-// behalf of every Recv, so a stage waiting on a thousand keys holds no
-// thread and makes no system call per waiter. It wakes on
+// The receive dispatcher: one goroutine per connector at a time, its
+// leader, waits for change on behalf of every Recv, so a stage waiting on
+// a thousand keys holds no thread and makes no system call per waiter. The
+// leader is the Recv that found none (it serves every waiter until its own
+// result is there: one message in flight costs no goroutine hand-off),
+// then a goroutine of the dispatcher's while others wait; none while
+// nothing waits (see lead). It wakes on
 //
-//   - the stage's wakeup FIFO (SPEC §8), read through the runtime poller:
+//   - the stage's wakeup FIFO (SPEC §8), read by the leader itself through
+//     the runtime poller (wake.Receiver.Await):
 //     it then sweeps each attached ring of every waited edge once, claiming
 //     the frames whose keys have waiters;
 //   - the ring's Changes (a new producer, a producer's exit);
@@ -91,28 +97,33 @@ type dispatchStats struct {
 type dispatcher struct {
 	c        *SHM
 	to       string
-	fifo     <-chan struct{} // nil without a wakeup FIFO
-	interval time.Duration   // PollInterval
+	fifo     bool          // the stage has a wakeup FIFO (c.waiter), read by run itself
+	interval time.Duration // PollInterval
 
-	mu     sync.Mutex
-	keys   map[string][]*waiter // waiting, by key, in arrival order
-	count  atomic.Int64         // the waiters in keys (written under mu)
-	edges  map[string]int       // waiting per edge from->to
-	fresh  []*waiter            // registered since the last serve
-	hinted []string             // waited keys whose lock file was closed since
-	closed bool
-	hints  uint64 // lock files of any key closed (read by syncHints)
+	mu      sync.Mutex
+	keys    map[string][]*waiter // waiting, by key, in arrival order
+	count   atomic.Int64         // the waiters in keys (written under mu)
+	edges   map[string]int       // waiting per edge from->to
+	fresh   []*waiter            // registered since the last serve
+	hinted  []string             // waited keys whose lock file was closed since
+	closed  bool
+	hints   uint64 // lock files of any key closed (read by syncHints)
+	leading bool   // a goroutine runs lead
 
 	kick    chan struct{} // fresh waiters or hinted keys
 	stop    chan struct{}
-	done    chan struct{}
-	serving atomic.Bool // run is in serve (tests wait for it to settle)
+	leaders sync.WaitGroup // lead and forward
+	serving atomic.Bool    // run is in serve (tests wait for it to settle)
 
 	// The hint watch; nil when /dev/shm cannot be watched.
 	shm      *fswatch.Watcher
 	shmWatch *fswatch.Watch
 
-	// The serving goroutine's own.
+	// The leader's own.
+	await                           bool            // sleep in the FIFO's Await, else in a select
+	timer                           *time.Timer     // the select's
+	changes                         <-chan struct{} // the ring's Changes, for the select
+	next                            time.Time       // when to look again
 	ringEvery, fullEvery, busyEvery time.Duration
 	ringAt, fullAt, busyAt          time.Time // zero: not scheduled; ringAt only without a FIFO
 	reservedNow                     []*waiter
@@ -133,16 +144,23 @@ func (c *SHM) dispatch() *dispatcher {
 		d := &dispatcher{
 			c: c, to: string(c.opts.StageID), interval: c.opts.PollInterval,
 			keys: map[string][]*waiter{}, edges: map[string]int{},
-			kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+			kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		}
 		if c.waiter != nil {
-			d.fifo = c.waiter.C()
+			d.fifo = true
 			c.waiter.CountSleeps() // run announces each sleep
 		}
 		d.ringEvery, d.fullEvery = min(minRingPoll, d.interval), d.interval
 		d.watchHints()
+		if d.await = d.fifo; d.await {
+			d.leaders.Add(1)
+			go d.forward(c.ring.Changes())
+		} else {
+			d.changes = c.ring.Changes()
+			d.timer = time.NewTimer(time.Hour)
+			d.timer.Stop()
+		}
 		c.dispatcher.Store(d)
-		go d.run()
 	})
 	return c.dispatcher.Load()
 }
@@ -185,29 +203,40 @@ func (d *dispatcher) hint(name []byte) {
 	}
 }
 
+// nudge wakes run for fresh waiters, hinted keys or the ring's Changes.
 func (d *dispatcher) nudge() {
 	select {
 	case d.kick <- struct{}{}:
 	default:
 	}
+	if d.fifo {
+		d.c.waiter.Interrupt() // run may be in Await
+	}
 }
 
 // wait registers a waiter for key on edge from->d.to; ErrClosed once the
-// dispatcher stopped.
-func (d *dispatcher) wait(from, key string, a frame.Allocator) (*waiter, error) {
-	w := &waiter{from: from, key: key, alloc: a, ch: make(chan result, 1)}
+// dispatcher stopped. With lead set, no goroutine leads: the caller must
+// run lead(w, ctx) itself.
+func (d *dispatcher) wait(from, key string, a frame.Allocator) (w *waiter, lead bool, err error) {
+	w = &waiter{from: from, key: key, alloc: a, ch: make(chan result, 1)}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	d.keys[key] = append(d.keys[key], w)
 	d.edges[from]++
 	d.count.Add(1)
 	d.fresh = append(d.fresh, w)
+	if lead = !d.leading; lead {
+		d.leading = true
+		d.leaders.Add(1)
+	}
 	d.mu.Unlock()
-	d.nudge()
-	return w, nil
+	if !lead {
+		d.nudge()
+	}
+	return w, lead, nil
 }
 
 // cancel takes back a waiter whose Recv ends. If a claim for it is under
@@ -276,14 +305,26 @@ func (d *dispatcher) finish(w *waiter, r result) {
 	w.ch <- r
 }
 
-// run is the dispatcher's goroutine: it sleeps until something changes,
-// then serves every waiter that change may concern.
-func (d *dispatcher) run() {
-	defer close(d.done)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	changes := d.c.ring.Changes()
+// lead runs the dispatcher's loop: it sleeps until something changes, then
+// serves every waiter that change may concern. One goroutine at a time
+// leads (d.leading): the Recv whose waiter found no leader, until its own
+// result is there or its ctx ends (own, ctx), so that one message in flight
+// reaches its Recv straight from the runtime poller, with no goroutine
+// hand-off; then, if others still wait, a goroutine of its own (own nil)
+// until nothing waits. With a wakeup FIFO the leader sleeps in the FIFO's
+// Await: kicks, the ring's Changes (through forward), stop and the timer's
+// deadline interrupt it. The caller holds one count of d.leaders.
+func (d *dispatcher) lead(own *waiter, ctx context.Context) {
+	defer d.leaders.Done()
+	// A new leader first serves what came while nobody led (no kick
+	// tells it): the new waiters, its own.
+	d.serving.Store(true)
+	d.schedule(d.serve(false, false))
+	d.serving.Store(false)
 	for {
+		if d.handOver(own, ctx) {
+			return
+		}
 		woke, ticked := false, false
 		// Producers skip the wakeup of a ring frame while this receiver
 		// announces no sleep (wake.Notifier.NotifyRing): announce it, then
@@ -292,7 +333,7 @@ func (d *dispatcher) run() {
 		// sleeping. A few times in a row at most: a ring whose lock another
 		// process holds stays unswept (the busy timer retries it), and
 		// under a steady stream the count up means the next put writes.
-		asleep := d.fifo != nil && d.count.Load() > 0
+		asleep := d.fifo && d.count.Load() > 0
 		for i := 0; asleep; i++ {
 			d.c.waiter.BeginSleep()
 			if i == recheckLimit || !d.unswept() {
@@ -301,32 +342,110 @@ func (d *dispatcher) run() {
 			d.c.waiter.EndSleep()
 			d.serving.Store(true)
 			// As for a wakeup: one written meanwhile is served with it.
-			d.reschedule(timer, d.serve(true, false))
+			d.schedule(d.serve(true, false))
 			d.serving.Store(false)
+			if d.handOver(own, ctx) {
+				return
+			}
 			asleep = d.count.Load() > 0
 		}
-		select {
-		case <-d.stop:
-			if asleep {
-				d.c.waiter.EndSleep()
+		stopped := false
+		if d.await {
+			select {
+			case <-d.stop:
+				stopped = true
+			default:
+				var interrupted bool
+				var err error
+				woke, interrupted, err = d.c.waiter.Await(d.next)
+				ticked = !woke && !interrupted && err == nil
+				if err != nil {
+					// The poller refused the FIFO: poll as without one
+					// (Close stops the leader before it closes the FIFO).
+					d.c.log.Debug("omnishm: receive wait", "err", err)
+					d.await, d.changes = false, d.c.ring.Changes()
+					d.timer = time.NewTimer(d.interval)
+				}
+				// Kicks up to here are served now; a later one's
+				// Interrupt ends the next Await at once.
+				select {
+				case <-d.kick:
+				default:
+				}
 			}
-			timer.Stop()
-			d.shutdown()
-			return
-		case <-d.kick:
-		case <-d.fifo:
-			woke = true
-		case <-changes:
-		case <-timer.C:
-			ticked = true
+		} else {
+			select {
+			case <-d.stop:
+				stopped = true
+			case <-d.kick:
+			case <-d.changes:
+			case <-d.timer.C:
+				ticked = true
+			}
 		}
 		if asleep {
 			d.c.waiter.EndSleep()
 		}
+		if stopped {
+			return
+		}
 		d.serving.Store(true)
-		next := d.serve(woke, ticked)
+		d.schedule(d.serve(woke, ticked))
 		d.serving.Store(false)
-		d.reschedule(timer, next)
+	}
+}
+
+// handOver reports that the leader leaves the loop: a Recv's (own) whose
+// result is there or whose ctx ended (its Recv then takes its waiter back),
+// or a goroutine's when nothing waits; and on stop. A Recv that leaves
+// while others wait passes the lead to a goroutine.
+func (d *dispatcher) handOver(own *waiter, ctx context.Context) bool {
+	select {
+	case <-d.stop:
+		return true
+	default:
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if own == nil {
+		if d.count.Load() > 0 || len(d.fresh) > 0 || len(d.hinted) > 0 {
+			return false
+		}
+		d.leading = false
+		return true
+	}
+	if own.state != finished && ctx.Err() == nil {
+		return false
+	}
+	if d.count.Load() == 0 || own.state == waiting && d.count.Load() == 1 {
+		d.leading = false
+		return true
+	}
+	d.leaders.Add(1)
+	go d.lead(nil, nil)
+	return true
+}
+
+// schedule sets when the leader looks again at the latest (zero: only on
+// an event).
+func (d *dispatcher) schedule(next time.Time) {
+	d.next = next
+	if d.timer != nil {
+		d.reschedule(d.timer, next)
+	}
+}
+
+// forward turns the ring's Changes into kicks while the leader sleeps in
+// Await, until stop.
+func (d *dispatcher) forward(changes <-chan struct{}) {
+	defer d.leaders.Done()
+	for {
+		select {
+		case <-changes:
+			d.nudge()
+		case <-d.stop:
+			return
+		}
 	}
 }
 
@@ -379,7 +498,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		d.ringAt, d.fullAt, d.busyAt = time.Time{}, time.Time{}, time.Time{}
 		return time.Time{}
 	}
-	if len(fresh) > 0 && d.fifo == nil {
+	if len(fresh) > 0 && !d.fifo {
 		d.ringEvery = min(minRingPoll, d.interval) // new waiters: poll closely again
 	}
 	// A lost hint watch (an overflow dropped events) may have dropped a
@@ -433,7 +552,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 	// key's segment) backs off while it finds nothing that no wakeup or
 	// hint announced, and comes back to PollInterval when it does: such a
 	// producer exists.
-	if d.fifo == nil && (due(d.ringAt, now) || d.ringAt.IsZero() || len(fresh) > 0) {
+	if !d.fifo && (due(d.ringAt, now) || d.ringAt.IsZero() || len(fresh) > 0) {
 		d.ringAt = now.Add(d.ringEvery)
 		d.ringEvery = min(d.ringEvery*2, d.interval)
 	}
@@ -679,7 +798,6 @@ func (d *dispatcher) rewatchHints() {
 // shutdown ends every waiter with ErrClosed and releases the hint watch.
 func (d *dispatcher) shutdown() {
 	d.mu.Lock()
-	d.closed = true
 	var all []*waiter
 	for _, list := range d.keys {
 		all = append(all, list...)
@@ -705,15 +823,26 @@ func (d *dispatcher) settled() bool {
 	d.mu.Lock()
 	pending := len(d.fresh) + len(d.hinted)
 	d.mu.Unlock()
-	if d.c.waiter != nil && (d.c.waiter.Generation() != d.wakes.Load() || len(d.fifo) > 0) {
+	if d.c.waiter != nil && d.c.waiter.Generation() != d.wakes.Load() {
 		return false
 	}
 	return pending == 0 && !d.serving.Load() && len(d.kick) == 0
 }
 
-// close stops the dispatcher and waits for its goroutine.
+// close stops the dispatcher: no new waiter, the leader leaves, then every
+// waiter returns ErrClosed.
 func (d *dispatcher) close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
 	close(d.stop)
-	<-d.done
+	if d.fifo {
+		d.c.waiter.Interrupt()
+	}
+	d.leaders.Wait()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.shutdown()
 	return nil
 }

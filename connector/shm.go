@@ -455,9 +455,16 @@ func (c *SHM) recv(ctx context.Context, from, key string, a frame.Allocator) (ms
 	if d == nil {
 		return Message{}, ErrClosed
 	}
-	w, err := d.wait(from, key, a)
+	w, lead, err := d.wait(from, key, a)
 	if err != nil {
 		return Message{}, err
+	}
+	if lead {
+		// No goroutine serves the waiters: this one does, until its own
+		// result is there (see dispatcher.lead); ctx's end interrupts it.
+		stop := context.AfterFunc(ctx, d.nudge)
+		d.lead(w, ctx)
+		stop()
 	}
 	select {
 	case r := <-w.ch:

@@ -4,10 +4,12 @@ package wake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +44,9 @@ type Receiver struct {
 	c        chan struct{} // C's: coalesced
 	reading  bool          // the background reader was started
 	readEnd  chan struct{} // closed when it returns
+
+	interrupted atomic.Bool // Interrupt was called since Await last looked
+	awaiting    bool        // in Await (under mu)
 }
 
 // OpenReceiver creates the wake directory dir if needed (mode 0700) and a
@@ -216,11 +221,82 @@ func (r *Receiver) drain(fd int) {
 }
 
 // drainLocked drains the FIFO now, with one read, whatever the background
-// reader does; r.mu is held.
+// reader does; r.mu is held. Without the background reader, a wakeup it
+// counted ends an Await: the FIFO it drained no longer wakes the poller.
 func (r *Receiver) drainLocked() {
-	if !r.closed {
-		r.rc.Control(r.drainFD)
+	if r.closed {
+		return
 	}
+	before := r.gen
+	r.rc.Control(r.drainFD)
+	if r.gen != before && r.awaiting {
+		r.Interrupt()
+	}
+}
+
+// longAgo is a read deadline already passed: it ends a wait in the poller.
+var longAgo = time.Unix(1, 0)
+
+// Await is C for a caller that reads the FIFO itself, so that the wakeup
+// reaches it straight from the runtime poller, with no goroutine between:
+// it drains and counts the wakeups already there and, if there were none,
+// waits in the poller until one arrives, until deadline (zero: none) or
+// until Interrupt. It reports whether the generation moved during the
+// call, and whether Interrupt ended it. An Interrupt made before the call
+// ends it at once; every Interrupt made before it returns is consumed by
+// it. It returns ErrClosed once the
+// Receiver is closed, or once C started the background reader: use Await
+// or C, from one goroutine.
+func (r *Receiver) Await(deadline time.Time) (woke, interrupted bool, err error) {
+	r.mu.Lock()
+	if r.closed || r.reading {
+		r.mu.Unlock()
+		return false, false, ErrClosed
+	}
+	start := r.gen
+	r.awaiting = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.awaiting = false
+		r.mu.Unlock()
+	}()
+	r.file.SetReadDeadline(deadline)
+	// After setting the deadline: an Interrupt before it is seen here, one
+	// after it moved the deadline to the past.
+	if r.interrupted.Swap(false) {
+		return r.Seen() != start, true, nil
+	}
+	err = r.rc.Read(func(fd uintptr) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.closed {
+			return true
+		}
+		r.drain(int(fd))
+		return r.gen != start
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	woke = r.gen != start
+	switch {
+	case r.closed:
+		return woke, false, ErrClosed
+	case err == nil || woke:
+		// What an Interrupt meant to wake us for, we return to do now.
+		r.interrupted.Store(false)
+		return woke, false, nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return false, r.interrupted.Swap(false), nil
+	}
+	return false, false, fmt.Errorf("wake: await %s: %w", r.path, err)
+}
+
+// Interrupt ends the current or next Await. Safe from any goroutine; no
+// system call.
+func (r *Receiver) Interrupt() {
+	r.interrupted.Store(true)
+	r.file.SetReadDeadline(longAgo)
 }
 
 // startLocked starts the background reader once; r.mu is held.
@@ -236,15 +312,21 @@ func (r *Receiver) startLocked() {
 // FIFO is readable, it drains it, until Close.
 func (r *Receiver) read() {
 	defer close(r.readEnd)
-	r.rc.Read(func(fd uintptr) bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.closed {
-			return true
+	for {
+		err := r.rc.Read(func(fd uintptr) bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.closed {
+				return true
+			}
+			r.drain(int(fd))
+			return false // wait for the next wakeup
+		})
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return
 		}
-		r.drain(int(fd))
-		return false // wait for the next wakeup
-	})
+		r.file.SetReadDeadline(time.Time{}) // an Interrupt meant for Await
+	}
 }
 
 // C receives a value, coalesced, after wakeups arrived: one goroutine that

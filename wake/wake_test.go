@@ -903,3 +903,62 @@ func TestCNotifiesWakeups(t *testing.T) {
 	default:
 	}
 }
+
+// Await returns for a wakeup (counted by then), for an Interrupt made
+// before or during it, for a drain by Generation during it, and for its
+// deadline; once C runs the background reader it refuses.
+func TestAwait(t *testing.T) {
+	dir := wakeDir(t)
+	r := openReceiver(t, dir, "1")
+	n := newNotifier(t, dir)
+	n.Notify("1")
+	if woke, intr, err := r.Await(time.Time{}); !woke || intr || err != nil || r.Seen() != 1 {
+		t.Fatalf("Await after a wakeup: %v, %v, %v, generation %d", woke, intr, err, r.Seen())
+	}
+	r.Interrupt()
+	if woke, intr, err := r.Await(time.Time{}); woke || !intr || err != nil {
+		t.Fatalf("Await after Interrupt: %v, %v, %v", woke, intr, err)
+	}
+	type res struct {
+		woke, intr bool
+		err        error
+	}
+	for _, tc := range []struct {
+		name   string
+		during func()
+		want   res
+	}{
+		{"interrupt", r.Interrupt, res{intr: true}},
+		{"notify", func() { n.Notify("1") }, res{woke: true}},
+		// Generation drains the byte the poller would have reported.
+		{"drained", func() { n.Notify("1"); r.Generation() }, res{woke: true}},
+	} {
+		done := make(chan res, 1)
+		go func() {
+			woke, intr, err := r.Await(time.Time{})
+			done <- res{woke, intr, err}
+		}()
+		shmtest.Eventually(t, patience, "Await to start", func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.awaiting
+		})
+		tc.during()
+		if got := <-done; got != tc.want {
+			t.Fatalf("%s: Await returned %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+	if woke, intr, err := r.Await(time.Now()); woke || intr || err != nil {
+		t.Fatalf("Await past its deadline: %v, %v, %v", woke, intr, err)
+	}
+	r.C()
+	if _, _, err := r.Await(time.Time{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Await beside C: %v, want ErrClosed", err)
+	}
+	n.Notify("1")
+	select { // the background reader still reads, whatever Interrupt did
+	case <-r.C():
+	case <-time.After(patience):
+		t.Fatal("C silent after Await and Interrupt")
+	}
+}

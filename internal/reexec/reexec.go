@@ -79,7 +79,12 @@ func Register(name string, fn Role) {
 		os.Exit(1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := fn(ctx, os.Args[1:])
+	// Register runs in a package's init, whose goroutine the runtime keeps
+	// locked to the main OS thread: a role run on it would switch OS
+	// threads at every wakeup of its own. It runs on a goroutine of its own.
+	exit := make(chan int)
+	go func() { exit <- fn(ctx, os.Args[1:]) }()
+	code := <-exit
 	stop()
 	os.Exit(code)
 }
