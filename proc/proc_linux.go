@@ -130,8 +130,13 @@ func Open(id ID) (*Handle, error) {
 func (h *Handle) ID() ID { return h.id }
 
 // Exited reports, without blocking, whether the process has exited (even if
-// it is not reaped yet). It makes one poll(2) until it has seen the exit,
-// none after, and allocates nothing. A closed handle reports what it saw.
+// it is not reaped yet). It makes one poll(2) until it or Done's watcher has
+// seen the exit, none after, and allocates nothing. A closed handle reports
+// what it saw. The poll is what makes it exact: a flag set only by the
+// watcher would lag the exit by the runtime poller's latency, so a caller
+// that learned of the exit otherwise (waitpid, a restarted producer) could
+// still be told "running", and the ring would deliver a dead producer's
+// frame (SPEC §7).
 func (h *Handle) Exited() bool {
 	if !h.exited.Load() {
 		h.rc.Control(h.probe)
@@ -164,6 +169,7 @@ func (h *Handle) Done() <-chan struct{} {
 
 func (h *Handle) watch() {
 	if h.rc.Read(func(fd uintptr) bool { return pidfdReadable(int(fd)) }) == nil {
+		h.exited.Store(true) // Exited then needs no poll
 		close(h.done)
 	}
 }

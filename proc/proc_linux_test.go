@@ -69,6 +69,28 @@ func TestHelperChild(t *testing.T) {
 	os.Stdin.Read(b[:])
 }
 
+// Exited is exact, not the watcher's flag: an exit the caller has already
+// seen (the child reaped) is reported even if Done's watcher has not run.
+func TestHandleExitedIsExact(t *testing.T) {
+	for i := 0; i < 5; i++ {
+		cmd, id, exit := child(t)
+		h, err := Open(id)
+		if errors.Is(err, ErrNoPidfd) {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Done() // the watcher runs, parked in the poller
+		exit()
+		cmd.Wait()
+		if !h.Exited() {
+			t.Fatalf("try %d: Exited false after the child was reaped", i)
+		}
+		h.Close()
+	}
+}
+
 func TestHandleSeesExit(t *testing.T) {
 	cmd, id, exit := child(t)
 	if got := Check(id); got != Alive {
