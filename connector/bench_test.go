@@ -234,7 +234,8 @@ func measureFanout(b *testing.B, n, ringBytes int, idle time.Duration) {
 			got[i] <- conntest.CodesOf(b, v)[0]
 		}()
 	}
-	time.Sleep(idle / 4) // let every goroutine reach its wait
+	shmtest.Eventually(b, wait, "every goroutine to reach its wait", func() bool { return recv.Waiting() == n })
+	time.Sleep(idle / 4) // settle: the safety re-poll backs off before the measured window
 	c0, w0 := shmtest.CPUTime(b), time.Now()
 	time.Sleep(idle)
 	idleCPU := float64(shmtest.CPUTime(b)-c0) / float64(time.Since(w0))
