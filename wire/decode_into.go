@@ -512,6 +512,11 @@ func (d *decodeInto) mapValue(p any, v reflect.Value) error {
 		if err := kd.value(k, key); err != nil {
 			return fmt.Errorf("%w at %s: want %s keys, got %s key", ErrMismatch, d.where(), t.Key(), describe(k))
 		}
+		// An ordered map (wire.Map) may hold a list or ext key, which an
+		// interface-keyed map cannot hash: a mismatch, never a panic.
+		if !key.Comparable() {
+			return fmt.Errorf("%w at %s: %s key cannot be a map key", ErrMismatch, d.where(), describe(k))
+		}
 		elem.SetZero()
 		if err := d.value(e, elem); err != nil {
 			return err

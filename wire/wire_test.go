@@ -417,6 +417,7 @@ func TestDecodeMismatch(t *testing.T) {
 		{"bool byte", &tensor.Tensor{DType: tensor.Bool, Shape: []int{2}, Data: []byte{1, 2}}, new([]bool), "at [1]: bool element is 0x2, not 0 or 1"},
 		{"big-endian ndarray", &tensor.Array{DType: ">f4", Shape: []int{1}, Data: make([]byte, 4)}, new([]float32), "at .: want float32 ndarray, got ndarray >f4"},
 		{"interface not implemented", int64(1), new(error), "at .: want error, got int64"},
+		{"unhashable key of an ordered map", wire.Map{{Key: []any{int64(1)}, Value: int64(0)}}, new(map[any]int), "at .[[1]]: list key cannot be a map key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
