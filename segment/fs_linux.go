@@ -155,7 +155,12 @@ const maxIOV = 1024
 // each page in, and pay an munmap). ftruncate where fallocate is not
 // supported.
 func fill(fd, size int, parts [][]byte) error {
+	// tmpfs's fallocate returns EINTR on a pending signal (no SA_RESTART
+	// for it); pages it allocated stay, so a retry goes on from there.
 	err := unix.Fallocate(fd, 0, 0, int64(size))
+	for err == unix.EINTR {
+		err = unix.Fallocate(fd, 0, 0, int64(size))
+	}
 	if err == unix.EOPNOTSUPP || err == unix.ENOSYS {
 		err = unix.Ftruncate(fd, int64(size))
 	}
