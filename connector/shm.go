@@ -349,15 +349,24 @@ func (c *SHM) getMessage(from, to, key string, desc *Descriptor, a frame.Allocat
 // is not this user's segment is a miss (logged once).
 func (c *SHM) getSegmentInto(from, to, key string, a frame.Allocator) (Message, bool, error) {
 	var data []byte
-	var ok bool
+	var ok, handed bool
 	var err error
 	if a == nil {
 		data, ok, err = c.claimer.Claim(key)
 	} else {
-		data, ok, err = c.claimer.ClaimInto(key, func(n int) ([]byte, error) { return frame.Allocate(a, n) })
+		data, ok, err = c.claimer.ClaimInto(key, func(n int) ([]byte, error) {
+			b, err := frame.Allocate(a, n)
+			handed = err == nil
+			return b, err
+		})
 	}
 	if err != nil && c.missUnsafe(key, err) {
 		return Message{}, false, nil
+	}
+	if err != nil && handed {
+		// A read that failed once the segment was being read into the
+		// supplied memory may have written part of it.
+		err = fmt.Errorf("%w: %w", frame.ErrWritten, err)
 	}
 	if err != nil || !ok {
 		return Message{}, false, err
