@@ -40,6 +40,11 @@ type Allocator interface {
 // before each receive to recycle the buffer: what the last receive
 // returned from it is overwritten by the next. The zero Arena has no
 // memory (every Allocate fails). It is not safe for concurrent use.
+//
+// A receive refused for want of room may have taken part of the arena for
+// its first tensors (nothing was written there): Reset before retrying.
+// Allocations are 64-byte aligned relative to the buffer's start, so
+// aligned in memory when the buffer is (make of 64 bytes or more is).
 type Arena struct {
 	buf []byte
 	off int
