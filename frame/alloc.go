@@ -44,7 +44,7 @@ type Allocator interface {
 // A receive refused for want of room may have taken part of the arena for
 // its first tensors (nothing was written there): Reset before retrying.
 // Allocations are 64-byte aligned relative to the buffer's start, so
-// aligned in memory when the buffer is (make of 64 bytes or more is).
+// aligned in memory when the buffer is.
 type Arena struct {
 	buf []byte
 	off int
