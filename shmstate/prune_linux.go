@@ -258,6 +258,11 @@ func ignoreNotExist(err error) error {
 	return err
 }
 
+// tempFIFOGrace is the least age of a temporary FIFO prune removes,
+// whatever PruneOptions.FIFOGrace says: a starting receiver's has no reader
+// between its mkfifo and its open, and removing it would fail that start.
+const tempFIFOGrace = 2 * time.Second
+
 // removeFIFO unlinks a wakeup FIFO that still has no reader and is older
 // than the grace period (a receiver opens its FIFO right after creating it).
 func removeFIFO(o PruneOptions, path string) error {
@@ -265,13 +270,17 @@ func removeFIFO(o PruneOptions, path string) error {
 	if err := unix.Lstat(path, &st); err != nil {
 		return err
 	}
+	grace := o.FIFOGrace
+	if scope.IsTempFIFO(filepath.Base(path)) {
+		grace = max(grace, tempFIFOGrace)
+	}
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFIFO:
 		return skip("not a FIFO")
 	case int(st.Uid) != o.UID:
 		return skip("owned by uid %d", st.Uid)
-	case o.FIFOGrace > 0 && o.Now.Sub(time.Unix(st.Ctim.Sec, st.Ctim.Nsec)) < o.FIFOGrace:
-		return skip("younger than %v", o.FIFOGrace)
+	case grace > 0 && o.Now.Sub(time.Unix(st.Ctim.Sec, st.Ctim.Nsec)) < grace:
+		return skip("younger than %v", grace)
 	case hasReader(path):
 		return skip("has a reader")
 	}

@@ -481,7 +481,16 @@ func TestPruneDeadReceiverLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeSleepers(t, wakeDir, "2_0b", true)
+	tmp := filepath.Join(wakeDir, scope.TempFIFOName("0b"))
+	// Just made, it could be a starting receiver's: kept even without a
+	// FIFO grace, and so is the sleepers file beside it.
 	if _, err := Prune(PruneOptions{Options: Options{Dir: dir}}); err != nil {
+		t.Fatal(err)
+	}
+	shmtest.AssertPresent(t, tmp, filepath.Join(wakeDir, scope.SleepersName("2_0b")))
+	shmtest.AssertAbsent(t, filepath.Join(wakeDir, "2_0a"))
+	// Once older than the temporary FIFO's grace, it and the rest go.
+	if _, err := Prune(PruneOptions{Options: Options{Dir: dir, Now: time.Now().Add(time.Minute)}}); err != nil {
 		t.Fatal(err)
 	}
 	shmtest.AssertAbsent(t, wakeDir)
