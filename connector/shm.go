@@ -471,9 +471,11 @@ func (c *SHM) recv(ctx context.Context, from, key string, a frame.Allocator) (ms
 	if lead {
 		// No goroutine serves the waiters: this one does, until its own
 		// result is there (see dispatcher.lead); ctx's end interrupts it.
-		stop := context.AfterFunc(ctx, d.nudge)
+		if ctx.Done() != nil { // a ctx that never ends needs no watch
+			stop := context.AfterFunc(ctx, d.nudge)
+			defer stop()
+		}
 		d.lead(w, ctx)
-		stop()
 	}
 	select {
 	case r := <-w.ch:
