@@ -334,19 +334,9 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 		// process holds stays unswept (the busy timer retries it), and
 		// under a steady stream the count up means the next put writes.
 		asleep := d.fifo && d.count.Load() > 0
-		until := d.next
 		for i := 0; asleep; i++ {
 			d.c.waiter.BeginSleep()
-			if !d.unswept() {
-				break
-			}
-			if i == recheckLimit {
-				// A frame put while the count was down (the last serve)
-				// may have skipped its wakeup: look again soon, backing
-				// off as for a busy ring, rather than at the full check.
-				if soon := time.Now().Add(max(busyRetry, d.busyEvery)); until.IsZero() || soon.Before(until) {
-					until = soon
-				}
+			if i == recheckLimit || !d.unswept() {
 				break
 			}
 			d.c.waiter.EndSleep()
@@ -367,7 +357,7 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 			default:
 				var interrupted bool
 				var err error
-				woke, interrupted, err = d.c.waiter.Await(until)
+				woke, interrupted, err = d.c.waiter.Await(d.next)
 				ticked = !woke && !interrupted && err == nil
 				if err != nil {
 					// The poller refused the FIFO: poll as without one
