@@ -47,6 +47,7 @@ type Receiver struct {
 
 	interrupted atomic.Bool // Interrupt was called since Await last looked
 	awaiting    bool        // in Await (under mu)
+	awaited     uint64      // gen when Await last returned (under mu)
 }
 
 // OpenReceiver creates the wake directory dir if needed (mode 0700) and a
@@ -241,8 +242,10 @@ var longAgo = time.Unix(1, 0)
 // reaches it straight from the runtime poller, with no goroutine between:
 // it drains and counts the wakeups already there and, if there were none,
 // waits in the poller until one arrives, until deadline (zero: none) or
-// until Interrupt. It reports whether the generation moved during the
-// call, and whether Interrupt ended it. An Interrupt made before the call
+// until Interrupt. It reports whether the generation moved since the last
+// Await returned (a Generation or Wait in between may have drained the
+// FIFO: those wakeups end this Await at once), and whether Interrupt
+// ended it. An Interrupt made before the call
 // ends it at once; every Interrupt made before it returns is consumed by
 // it. It returns ErrClosed once the
 // Receiver is closed, or once C started the background reader: use Await
@@ -253,12 +256,19 @@ func (r *Receiver) Await(deadline time.Time) (woke, interrupted bool, err error)
 		r.mu.Unlock()
 		return false, false, ErrClosed
 	}
-	start := r.gen
+	start := r.awaited
+	if r.gen != start {
+		r.awaited = r.gen
+		r.mu.Unlock()
+		r.interrupted.Store(false)
+		return true, false, nil
+	}
 	r.awaiting = true
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		r.awaiting = false
+		r.awaited = r.gen
 		r.mu.Unlock()
 	}()
 	r.file.SetReadDeadline(deadline)

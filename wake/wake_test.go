@@ -905,8 +905,8 @@ func TestCNotifiesWakeups(t *testing.T) {
 }
 
 // Await returns for a wakeup (counted by then), for an Interrupt made
-// before or during it, for a drain by Generation during it, and for its
-// deadline; once C runs the background reader it refuses.
+// before or during it, for a drain by Generation during or before it, and
+// for its deadline; once C runs the background reader it refuses.
 func TestAwait(t *testing.T) {
 	dir := wakeDir(t)
 	r := openReceiver(t, dir, "1")
@@ -948,8 +948,14 @@ func TestAwait(t *testing.T) {
 			t.Fatalf("%s: Await returned %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
-	if woke, intr, err := r.Await(time.Now()); woke || intr || err != nil {
-		t.Fatalf("Await past its deadline: %v, %v, %v", woke, intr, err)
+	// A drain by Generation between two Awaits: the next Await returns at
+	// once (the FIFO it drained no longer wakes the poller), then no more.
+	n.Notify("1")
+	r.Generation()
+	for i, want := range []bool{true, false} {
+		if woke, intr, err := r.Await(time.Now()); woke != want || intr || err != nil {
+			t.Fatalf("Await %d after a drain before it: %v, %v, %v; want woke %v", i, woke, intr, err, want)
+		}
 	}
 	r.C()
 	if _, _, err := r.Await(time.Time{}); !errors.Is(err, ErrClosed) {
