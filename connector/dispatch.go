@@ -97,7 +97,7 @@ type dispatchStats struct {
 type dispatcher struct {
 	c        *SHM
 	to       string
-	fifo     bool          // the stage has a wakeup FIFO (c.waiter), read by run itself
+	fifo     bool          // the stage has a wakeup FIFO (c.waiter): Interrupt ends the leader's Await
 	interval time.Duration // PollInterval
 
 	mu      sync.Mutex
@@ -120,18 +120,20 @@ type dispatcher struct {
 	shmWatch *fswatch.Watch
 
 	// The leader's own.
-	await                           bool            // sleep in the FIFO's Await, else in a select
+	await                           bool            // sleep in the FIFO's Await and announce it, else poll the rings in a select
 	timer                           *time.Timer     // the select's
 	changes                         <-chan struct{} // the ring's Changes, for the select
 	next                            time.Time       // when to look again
 	ringEvery, fullEvery, busyEvery time.Duration
-	ringAt, fullAt, busyAt          time.Time // zero: not scheduled; ringAt only without a FIFO
+	ringAt, fullAt, busyAt          time.Time     // zero: not scheduled; ringAt only without Await
+	limitEvery                      time.Duration // the wait after the recheck limit (see lead)
 	reservedNow                     []*waiter
 	edgeBuf                         []string      // unswept's
 	wakeFullAt                      time.Time     // the last full check for a wakeup without an event
 	wakes                           atomic.Uint64 // the FIFO's wakeups served so far
 
-	stats dispatchStats
+	stats   dispatchStats
+	recheck func(i int) // tests: run before each look of lead's recheck loop
 }
 
 // dispatch returns the connector's dispatcher, started on first use; nil
@@ -333,10 +335,26 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 		// sleeping. A few times in a row at most: a ring whose lock another
 		// process holds stays unswept (the busy timer retries it), and
 		// under a steady stream the count up means the next put writes.
-		asleep := d.fifo && d.count.Load() > 0
+		asleep := d.await && d.count.Load() > 0
+		var soon time.Time
 		for i := 0; asleep; i++ {
+			if d.recheck != nil {
+				d.recheck(i)
+			}
 			d.c.waiter.BeginSleep()
-			if i == recheckLimit || !d.unswept() {
+			if !d.unswept() {
+				d.limitEvery = 0
+				break
+			}
+			if i == recheckLimit {
+				// Still unswept: a ring's lock is held (the busy retry is
+				// scheduled), or a frame was put while the count was down
+				// (the last serve) and skipped its wakeup. Look again soon,
+				// backing off to PollInterval, so that such a frame waits
+				// no longer than that and a ring that stays unswept costs a
+				// few sweeps per PollInterval.
+				d.limitEvery = min(max(busyRetry, 2*d.limitEvery), d.interval)
+				soon = time.Now().Add(d.limitEvery)
 				break
 			}
 			d.c.waiter.EndSleep()
@@ -349,6 +367,10 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 			}
 			asleep = d.count.Load() > 0
 		}
+		until := d.next
+		if !soon.IsZero() && (until.IsZero() || soon.Before(until)) {
+			until = soon
+		}
 		stopped := false
 		if d.await {
 			select {
@@ -357,7 +379,7 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 			default:
 				var interrupted bool
 				var err error
-				woke, interrupted, err = d.c.waiter.Await(d.next)
+				woke, interrupted, err = d.c.waiter.Await(until)
 				ticked = !woke && !interrupted && err == nil
 				if err != nil {
 					// The poller refused the FIFO: poll as without one
@@ -418,6 +440,9 @@ func (d *dispatcher) handOver(own *waiter, ctx context.Context) bool {
 		return false
 	}
 	if d.count.Load() == 0 || own.state == waiting && d.count.Load() == 1 {
+		// Nothing else waits: what fresh and hinted still hold is of
+		// waiters gone (or own's, taken back by its Recv).
+		d.fresh, d.hinted = nil, nil
 		d.leading = false
 		return true
 	}
@@ -498,7 +523,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		d.ringAt, d.fullAt, d.busyAt = time.Time{}, time.Time{}, time.Time{}
 		return time.Time{}
 	}
-	if len(fresh) > 0 && !d.fifo {
+	if len(fresh) > 0 && !d.await {
 		d.ringEvery = min(minRingPoll, d.interval) // new waiters: poll closely again
 	}
 	// A lost hint watch (an overflow dropped events) may have dropped a
@@ -552,7 +577,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 	// key's segment) backs off while it finds nothing that no wakeup or
 	// hint announced, and comes back to PollInterval when it does: such a
 	// producer exists.
-	if !d.fifo && (due(d.ringAt, now) || d.ringAt.IsZero() || len(fresh) > 0) {
+	if !d.await && (due(d.ringAt, now) || d.ringAt.IsZero() || len(fresh) > 0) {
 		d.ringAt = now.Add(d.ringEvery)
 		d.ringEvery = min(d.ringEvery*2, d.interval)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -318,5 +319,53 @@ func TestBusySweepRetriesAnIndexedFrame(t *testing.T) {
 	conntest.MustPut(t, send, "0", "1", other, conntest.Codes(1, 3))
 	if err := <-otherDone; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A producer skips the wakeup of a ring frame while the receiver announces
+// no sleep (wake.Notifier.NotifyRing); the leader looks at the rings again
+// after announcing one, serving what came meanwhile, up to RecheckLimit
+// times. A frame put just before the last look still gets served soon: the
+// leader used to sleep past it until the safety re-poll (an hour here, so
+// only the look after the limit can deliver it). The hook puts a frame of
+// another key before each look, and the waited key's before the last.
+func TestFramePutAtTheRecheckLimitIsServed(t *testing.T) {
+	sc := shmtest.Scope(t)
+	send := conntest.Open(t, sc, "0", ring.DefaultCapacity)
+	recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: ring.DefaultCapacity, PollInterval: time.Hour, Spin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	key := shmtest.Key("late")
+	var armed atomic.Bool
+	puts := make(chan error, connector.RecheckLimit+2)
+	put := func(k string) {
+		_, _, err := send.Put("0", "1", k, conntest.Codes(1, 1))
+		puts <- err
+	}
+	connector.OnRecheck(recv, func(i int) {
+		switch {
+		case !armed.Load():
+		case i < connector.RecheckLimit:
+			put(shmtest.Key("filler"))
+		default:
+			armed.Store(false)
+			put(key)
+		}
+	})
+	done := make(chan error, 1)
+	// No deadline: a Recv that ends on one tries the rings once more.
+	go func() { _, _, err := recv.Recv(context.Background(), "0", key); done <- err }()
+	waitSettled(t, recv, 1)
+	armed.Store(true)
+	put(shmtest.Key("filler")) // the leader sleeps: this one wakes it
+	if err := shmtest.Await(t, wait, "the Recv of the frame put at the limit", done); err != nil {
+		t.Fatalf("Recv: %v", err)
+	}
+	for range connector.RecheckLimit + 2 {
+		if err := <-puts; err != nil {
+			t.Fatalf("put: %v", err)
+		}
 	}
 }

@@ -29,3 +29,11 @@ func DispatchSettled(c *SHM) bool {
 	d := c.dispatcher.Load()
 	return d == nil || d.settled()
 }
+
+// OnRecheck has c's receive dispatcher run f(i) before each look at the
+// rings of its leader's recheck loop (i counts the looks before one sleep).
+// Call it before c's first Recv.
+func OnRecheck(c *SHM, f func(i int)) { c.dispatch().recheck = f }
+
+// RecheckLimit is how many rechecks the leader serves before a sleep.
+const RecheckLimit = recheckLimit
