@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -28,9 +29,10 @@ import (
 // them when the ring is disabled, through per-key segments. It is safe for
 // concurrent use by many goroutines.
 type SHM struct {
-	opts  Options
-	log   *slog.Logger
-	names scope.Names
+	opts   Options
+	log    *slog.Logger
+	names  scope.Names
+	parent int // the parent pid names was made with
 
 	ring     *ring.Transport
 	segments *segment.Producer
@@ -63,7 +65,10 @@ func Open(opts Options) (*SHM, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &SHM{opts: opts, log: opts.Logger, names: scope.New(opts.WakeupScope)}
+	// The parent pid now, for a timeout's message: the names are keyed by
+	// it without a scope, and a parent that exits later changes Getppid.
+	parent := os.Getppid()
+	c := &SHM{opts: opts, log: opts.Logger, parent: parent, names: scope.ForUID(os.Getuid(), opts.WakeupScope, parent)}
 	c.ring, err = ring.New(ring.Options{
 		Names:    c.names,
 		Capacity: opts.HostRingBytes,

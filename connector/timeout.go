@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +31,7 @@ type RecvTimeoutError struct {
 
 	err   error         // the context's
 	names scope.Names   // the connector's
+	ppid  int           // the parent pid its names are keyed by (no scope)
 	where string        // another transport's Where
 	look  func() string // another transport's Saw
 	once  sync.Once
@@ -63,7 +63,7 @@ func (e *RecvTimeoutError) Where() string {
 		return e.where
 	}
 	if e.Scope == "" {
-		return fmt.Sprintf("no scope (names keyed by the parent pid %d)", os.Getppid())
+		return fmt.Sprintf("no scope (names keyed by the parent pid %d)", e.ppid)
 	}
 	return fmt.Sprintf("scope %q", e.Scope)
 }
@@ -95,7 +95,7 @@ func (c *SHM) recvErr(ctx context.Context, from, key string) error {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return &RecvTimeoutError{Scope: c.opts.WakeupScope, From: from, To: string(c.opts.StageID), Key: key, err: err, names: c.names}
+	return &RecvTimeoutError{Scope: c.opts.WakeupScope, From: from, To: string(c.opts.StageID), Key: key, err: err, names: c.names, ppid: c.parent}
 }
 
 // maxListed bounds the other scopes a timeout's message names.
