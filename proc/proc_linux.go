@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,7 +26,7 @@ func StartTime(pid int) (uint64, error) {
 	}
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+		if gone(err) {
 			return 0, fmt.Errorf("proc: start time of pid %d: %w", pid, ErrNoProcess)
 		}
 		return 0, fmt.Errorf("proc: start time of pid %d: %w", pid, err)
@@ -195,4 +196,99 @@ func (h *Handle) Close() error {
 		err = h.file.Close()
 	})
 	return err
+}
+
+// File names a file by device and inode number, as stat reports them.
+type File struct{ Dev, Ino uint64 }
+
+// processes lists the pids in /proc.
+func processes() ([]string, error) {
+	names, err := readDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	pids := names[:0]
+	for _, n := range names {
+		if pid, err := strconv.Atoi(n); err == nil && validPID(pid) {
+			pids = append(pids, n)
+		}
+	}
+	return pids, nil
+}
+
+// gone reports a /proc read that failed because the process exited.
+func gone(err error) bool { return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) }
+
+// OpenAnywhere reports which of files some process has open (a descriptor
+// in /proc/{pid}/fd). complete is false when /proc could not be listed or
+// some running process's descriptors could not be read: then a file not in
+// open may still be open, and nothing may be concluded from its absence.
+func OpenAnywhere(files []File) (open map[File]bool, complete bool) {
+	open = map[File]bool{}
+	pids, err := processes()
+	if err != nil {
+		return open, false
+	}
+	want := map[File]bool{}
+	for _, f := range files {
+		want[f] = true
+	}
+	complete = true
+	for _, p := range pids {
+		dir := "/proc/" + p + "/fd"
+		fds, err := readDir(dir)
+		if err != nil {
+			complete = complete && gone(err)
+			continue
+		}
+		for _, fd := range fds {
+			var st unix.Stat_t
+			if unix.Stat(dir+"/"+fd, &st) == nil && want[File{st.Dev, st.Ino}] {
+				open[File{st.Dev, st.Ino}] = true
+			}
+		}
+	}
+	return open, complete
+}
+
+// MappedBy returns a process of uid that maps the file at path with inode
+// ino (a line of /proc/{pid}/maps), or 0. Only uid's processes are read: a
+// caller asks about a file only uid can open. complete is false when /proc
+// could not be listed or a running process of uid's maps could not be
+// read: then 0 does not mean that no process maps the file.
+func MappedBy(uid int, path string, ino uint64) (pid int, complete bool) {
+	pids, err := processes()
+	if err != nil {
+		return 0, false
+	}
+	complete = true
+	suffix, inode := " "+path, " "+strconv.FormatUint(ino, 10)+" "
+	for _, p := range pids {
+		var st unix.Stat_t
+		if err := unix.Stat("/proc/"+p, &st); err != nil || int(st.Uid) != uid {
+			continue // exited, or another user's
+		}
+		maps, err := os.ReadFile("/proc/" + p + "/maps")
+		if err != nil {
+			complete = complete && gone(err)
+			continue
+		}
+		for line := range strings.Lines(string(maps)) {
+			if line = strings.TrimSuffix(line, "\n"); strings.HasSuffix(line, suffix) && strings.Contains(line, inode) {
+				pid, _ = strconv.Atoi(p)
+				return pid, true
+			}
+		}
+	}
+	return 0, complete
+}
+
+// readDir lists the names in dir.
+func readDir(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }

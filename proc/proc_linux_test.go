@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestSelf(t *testing.T) {
@@ -150,5 +152,47 @@ func TestOpenRefusesAnotherStartTime(t *testing.T) {
 			h.Close()
 		}
 		t.Fatalf("Open(pid with another start time) = %v", err)
+	}
+}
+
+// OpenAnywhere and MappedBy find this process's open and mapped file, and
+// lose it once it is closed and unmapped. (complete holds where every
+// process's /proc entries are readable, as for root in a container; as
+// another user only this test's own verdicts are checked.)
+func TestOpenAndMappedFiles(t *testing.T) {
+	path := t.TempDir() + "/held"
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	file := File{st.Dev, st.Ino}
+	mem, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if open, _ := OpenAnywhere([]File{file}); !open[file] {
+		t.Error("an open file not found open")
+	}
+	if pid, complete := MappedBy(os.Getuid(), path, st.Ino); pid != os.Getpid() || !complete {
+		t.Errorf("MappedBy = %d, %v; want this process %d", pid, complete, os.Getpid())
+	}
+	if err := unix.Munmap(mem); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if open, _ := OpenAnywhere([]File{file}); open[file] {
+		t.Error("a closed file found open")
+	}
+	if pid, _ := MappedBy(os.Getuid(), path, st.Ino); pid != 0 {
+		t.Errorf("MappedBy after munmap = %d", pid)
 	}
 }

@@ -3,14 +3,13 @@ package shmstate
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"omnishm/proc"
 	"omnishm/ring"
 	"omnishm/scope"
 	"omnishm/segment"
@@ -100,7 +99,7 @@ func Prune(o PruneOptions) (Report, error) {
 		lo := idleLockOptions(o.Options)
 		lo.Match = func(key string) bool { // still the file found open nowhere
 			var st unix.Stat_t
-			return unix.Lstat(filepath.Join(o.Dir, scope.LockName(key)), &st) == nil && idle[key] == (inode{st.Dev, st.Ino})
+			return unix.Lstat(filepath.Join(o.Dir, scope.LockName(key)), &st) == nil && idle[key] == (proc.File{Dev: st.Dev, Ino: st.Ino})
 		}
 		sw, err := segment.Sweep(segment.SweepOptions{ListOptions: lo, DryRun: o.DryRun})
 		rep.Removed = append(rep.Removed, removals(sw.Removed)...)
@@ -316,7 +315,9 @@ func removeSleepers(o PruneOptions, dir, fifo string, removed []Removal) error {
 	case o.FIFOGrace > 0 && o.Now.Sub(time.Unix(st.Ctim.Sec, st.Ctim.Nsec)) < o.FIFOGrace:
 		return skip("younger than %v", o.FIFOGrace)
 	}
-	if pid := mappedBy(o.UID, path, st.Ino); pid > 0 {
+	// What /proc cannot tell (a container's init, even for root) does not
+	// keep the file: see above.
+	if pid, _ := proc.MappedBy(o.UID, path, st.Ino); pid > 0 {
 		return skip("mapped by process %d", pid)
 	}
 	if err := wake.CheckSleepers(dir, fifo); errors.Is(err, wake.ErrNotSleepers) {
@@ -335,40 +336,6 @@ func removeSleepers(o PruneOptions, dir, fifo string, removed []Removal) error {
 func exists(path string) bool {
 	var st unix.Stat_t
 	return unix.Lstat(path, &st) == nil
-}
-
-// mappedBy returns a process of uid that maps the file at path with inode
-// ino, or 0 if none that /proc lets us read does (a container's init may
-// not be readable even by root). Only uid's processes are read: the file is
-// 0600 in a 0700 directory of uid, so no other user's can have opened it
-// (root's omnishm code maps only root's).
-func mappedBy(uid int, path string, ino uint64) int {
-	const procDir = "/proc"
-	procs, err := readNames(procDir)
-	if err != nil {
-		return 0
-	}
-	suffix, inode := " "+path, " "+strconv.FormatUint(ino, 10)+" "
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p)
-		if err != nil {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Stat(procDir+"/"+p, &st) != nil || int(st.Uid) != uid {
-			continue // exited, or another user's
-		}
-		maps, err := os.ReadFile(procDir + "/" + p + "/maps")
-		if err != nil {
-			continue // exited meanwhile, or not ours to read
-		}
-		for line := range strings.Lines(string(maps)) {
-			if line = strings.TrimSuffix(line, "\n"); strings.HasSuffix(line, suffix) && strings.Contains(line, inode) {
-				return pid
-			}
-		}
-	}
-	return 0
 }
 
 // removedUnder counts the removals (done or planned) directly inside dir.
@@ -469,53 +436,36 @@ func keepUnless(err error) error {
 // these can be a put in progress: its owner is provably gone. Empty when
 // /proc cannot list every process's open files (then only the grace
 // tells).
-func unopenedLocks(o Options) map[string]inode {
-	const procDir = "/proc"
+func unopenedLocks(o Options) map[string]proc.File {
 	locks, err := segment.Locks(idleLockOptions(o))
 	if err != nil {
 		return nil
 	}
-	candidates := map[inode]string{}
+	candidates := map[proc.File]string{}
+	var files []proc.File
 	for _, l := range locks {
 		var st unix.Stat_t
 		if l.Orphan && unix.Lstat(l.Path, &st) == nil {
-			candidates[inode{st.Dev, st.Ino}] = l.Key
+			f := proc.File{Dev: st.Dev, Ino: st.Ino}
+			candidates[f] = l.Key
+			files = append(files, f)
 		}
 	}
 	if len(candidates) == 0 {
 		return nil
 	}
-	procs, err := readNames(procDir)
-	if err != nil {
-		return nil
+	open, complete := proc.OpenAnywhere(files)
+	if !complete {
+		return nil // cannot tell what some process holds
 	}
-	for _, p := range procs {
-		if p[0] < '0' || p[0] > '9' {
-			continue
+	idle := map[string]proc.File{}
+	for f, key := range candidates {
+		if !open[f] {
+			idle[key] = f
 		}
-		fdDir := procDir + "/" + p + "/fd"
-		fds, err := readNames(fdDir)
-		if err != nil {
-			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
-				continue // exited meanwhile
-			}
-			return nil // cannot tell what it holds
-		}
-		for _, fd := range fds {
-			var st unix.Stat_t
-			if unix.Stat(fdDir+"/"+fd, &st) == nil {
-				delete(candidates, inode{st.Dev, st.Ino})
-			}
-		}
-	}
-	idle := map[string]inode{}
-	for id, key := range candidates {
-		idle[key] = id
 	}
 	return idle
 }
-
-type inode struct{ dev, ino uint64 }
 
 // idleLockOptions list o's lock files with Orphan meaning "segment gone"
 // whatever their age: for a lock file open nowhere the age proves nothing
