@@ -70,10 +70,10 @@ type Reader struct {
 	opts     ReaderOptions
 	next     int
 	done     bool
-	deadline time.Time // of the progress timeout; zero before the first Next
-	gone     error     // the ErrSenderGone of the sender's exit, returned again
-	ahead    []taken   // chunks next, next+1, ... claimed ahead, not yet returned
-	keys     []string  // TakeReady's keys, reused
+	deadline time.Time  // of the progress timeout; zero before the first Next
+	gone     error      // the ErrSenderGone of the sender's exit, returned again
+	ahead    []taken    // chunks next, next+1, ... claimed ahead, not yet returned
+	keys     []string   // TakeReady's keys, reused
 	room     func() int // bounds a run further when set (a Mux's free buffer)
 
 	sender   *exitWatch // nil without ReaderOptions.Sender, or once closed

@@ -410,8 +410,8 @@ func TestDrainUnclaimed(t *testing.T) {
 			if err := s.flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			rd := mustReader(t, recv, req, ReaderOptions{Prefetch: -1}) // claims chunk 0 alone
-			if _, err := rd.Next(ctx); err != nil { // chunk 0 is claimed
+			rd := mustReader(t, recv, req, ReaderOptions{Prefetch: -1}) // one claim per Next
+			if _, err := rd.Next(ctx); err != nil {                     // chunk 0 is claimed
 				t.Fatal(err)
 			}
 			prod.Cleanup(Key(req, "0", 1))
