@@ -54,7 +54,13 @@ var tones = func() (t [48]struct {
 // sample's position in the request, so the result depends only on
 // (codes, n).
 func synthesize(codes []int64, n int) []float32 {
-	out := make([]float32, len(codes)*samplesPerCode)
+	return synthesizeInto(nil, codes, n)
+}
+
+// synthesizeInto is synthesize into dst's memory, grown if need be: stage
+// 2 checks every chunk against it without an allocation per chunk.
+func synthesizeInto(dst []float32, codes []int64, n int) []float32 {
+	out := slices.Grow(dst[:0], len(codes)*samplesPerCode)[:len(codes)*samplesPerCode]
 	for i, c := range codes {
 		tone := &tones[c%48]
 		first := n*len(out) + i*samplesPerCode
@@ -63,10 +69,10 @@ func synthesize(codes []int64, n int) []float32 {
 		// other (a rotation sample by sample did, and a Sin per sample
 		// was a third of the demo's CPU).
 		sin, cos := math.Sincos(2 * math.Pi * tone.freq * float64(first) / sampleRate)
-		dst := out[i*samplesPerCode : (i+1)*samplesPerCode]
-		for k := range dst {
+		tone64 := out[i*samplesPerCode : (i+1)*samplesPerCode]
+		for k := range tone64 {
 			st := &tone.step[k]
-			dst[k] = float32(0.25 * (sin*st.cos + cos*st.sin))
+			tone64[k] = float32(0.25 * (sin*st.cos + cos*st.sin))
 		}
 	}
 	return out
