@@ -70,10 +70,11 @@ type Reader struct {
 	opts     ReaderOptions
 	next     int
 	done     bool
-	deadline time.Time  // of the progress timeout; zero before the first Next
-	gone     error      // the ErrSenderGone of the sender's exit, returned again
-	ahead    []taken    // chunks next, next+1, ... claimed ahead, not yet returned
-	keys     []string   // TakeReady's keys, reused
+	deadline time.Time // of the progress timeout; zero before the first Next
+	gone     error     // the ErrSenderGone of the sender's exit, returned again
+	ahead    []taken   // chunks next, next+1, ... claimed ahead, not yet returned
+	keys     []string  // TakeReady's keys, of chunks keysAt on
+	keysAt   int
 	room     func() int // bounds a run further when set (a Mux's free buffer)
 
 	sender   *exitWatch // nil without ReaderOptions.Sender, or once closed
@@ -220,15 +221,22 @@ func (r *Reader) takeAhead() {
 	if r.room != nil {
 		n = min(n, r.room())
 	}
-	r.keys = r.keys[:0]
-	for i := range n {
+	// The keys of chunks r.keysAt, r.keysAt+1, ...: those still ahead are
+	// kept, so a Next that finds nothing and waits builds none again.
+	if skip := r.next - r.keysAt; skip > 0 && skip < len(r.keys) {
+		r.keys = r.keys[:copy(r.keys, r.keys[skip:])]
+	} else if skip != 0 {
+		r.keys = r.keys[:0]
+	}
+	r.keysAt = r.next
+	for i := len(r.keys); i < n; i++ {
 		r.keys = append(r.keys, Key(r.request, r.from, r.next+i))
 	}
 	r.ahead = r.ahead[:0]
 	// Its error (a ring found corrupt, a lock that failed) is not the
 	// stream's: Next's own wait meets it again, or the chunk on another
 	// path.
-	r.batch.TakeReady(r.from, r.keys, func(_ string, m connector.Message, err error) {
+	r.batch.TakeReady(r.from, r.keys[:n], func(_ string, m connector.Message, err error) {
 		r.ahead = append(r.ahead, taken{m, err})
 	})
 }
