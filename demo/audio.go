@@ -32,34 +32,47 @@ func chunkCodes(r, n int) []int64 {
 	return codes
 }
 
-// pitches is the 48-semitone scale synthesize plays: per pitch its
-// frequency and the sine and cosine of its phase step per sample, computed
-// once rather than per code of every chunk.
-var pitches = func() (p [48]struct{ freq, sd, cd float64 }) {
-	for i := range p {
-		p[i].freq = 110 * math.Pow(2, float64(i)/12)
-		p[i].sd, p[i].cd = math.Sincos(2 * math.Pi * p[i].freq / sampleRate)
+// tones are the 48-semitone scale synthesize plays (110 Hz to ~1.7 kHz):
+// per pitch, its frequency and the sine and cosine of k phase steps for
+// each sample k of a tone, computed once rather than per code of every
+// chunk.
+var tones = func() (t [48]struct {
+	freq float64
+	step [samplesPerCode]struct{ sin, cos float64 }
+}) {
+	for i := range t {
+		t[i].freq = 110 * math.Pow(2, float64(i)/12)
+		for k := range t[i].step {
+			t[i].step[k].sin, t[i].step[k].cos = math.Sincos(2 * math.Pi * t[i].freq * float64(k) / sampleRate)
+		}
 	}
-	return p
+	return t
 }()
 
 // synthesize turns chunk n's codes into float32 samples: each code is a
-// 64-sample tone whose pitch (110 Hz to ~1.7 kHz, 48 semitones) comes from
-// the code. The phase follows the sample's position in the request, so the
-// result depends only on (codes, n).
+// 64-sample tone whose pitch comes from the code. The phase follows the
+// sample's position in the request, so the result depends only on
+// (codes, n).
 func synthesize(codes []int64, n int) []float32 {
-	out := make([]float32, len(codes)*samplesPerCode)
+	return synthesizeInto(nil, codes, n)
+}
+
+// synthesizeInto is synthesize into dst's memory, grown if need be: stage
+// 2 checks every chunk against it without an allocation per chunk.
+func synthesizeInto(dst []float32, codes []int64, n int) []float32 {
+	out := slices.Grow(dst[:0], len(codes)*samplesPerCode)[:len(codes)*samplesPerCode]
 	for i, c := range codes {
-		pitch := &pitches[c%48]
+		tone := &tones[c%48]
 		first := n*len(out) + i*samplesPerCode
-		// sin(θ0 + kδ) by rotation: one Sincos per tone, not one Sin per
-		// sample (which was a third of the demo's CPU); 64 steps drift
-		// far below float32's precision.
-		sin, cos := math.Sincos(2 * math.Pi * pitch.freq * float64(first) / sampleRate)
-		sd, cd := pitch.sd, pitch.cd
-		for k := range samplesPerCode {
-			out[i*samplesPerCode+k] = float32(0.25 * sin)
-			sin, cos = sin*cd+cos*sd, cos*cd-sin*sd
+		// sin(θ0 + kδ) = sin θ0 cos kδ + cos θ0 sin kδ from the table:
+		// one Sincos per tone, and samples that do not wait on each
+		// other (a rotation sample by sample did, and a Sin per sample
+		// was a third of the demo's CPU).
+		sin, cos := math.Sincos(2 * math.Pi * tone.freq * float64(first) / sampleRate)
+		tone64 := out[i*samplesPerCode : (i+1)*samplesPerCode]
+		for k := range tone64 {
+			st := &tone.step[k]
+			tone64[k] = float32(0.25 * (sin*st.cos + cos*st.sin))
 		}
 	}
 	return out
@@ -67,18 +80,16 @@ func synthesize(codes []int64, n int) []float32 {
 
 // pcm16 appends x as 16-bit little-endian PCM, clamped to [-1, 1] and
 // rounded half away from zero (as math.Round, which costs more: x·32767
-// is exact in a float64, so adding ±0.5 and truncating rounds the same).
+// is exact in a float64, so adding ±0.5 and truncating rounds the same;
+// Copysign picks the sign without a branch, which a waveform's signs
+// would mispredict half the time).
 func pcm16(dst []byte, x []float32) []byte {
 	at := len(dst)
 	dst = slices.Grow(dst, 2*len(x))[:at+2*len(x)]
+	out := dst[at:]
 	for i, v := range x {
 		f := float64(max(-1, min(1, v))) * math.MaxInt16
-		if f >= 0 {
-			f += 0.5
-		} else {
-			f -= 0.5
-		}
-		binary.LittleEndian.PutUint16(dst[at+2*i:], uint16(int16(f)))
+		binary.LittleEndian.PutUint16(out[2*i:], uint16(int16(f+math.Copysign(0.5, f))))
 	}
 	return dst
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,18 +55,22 @@ type stageConfig struct {
 
 // event is one JSON line a stage writes on stdout for the parent.
 type event struct {
-	Event     string            `json:"event"` // ready, progress, done, health, error
-	Stage     int               `json:"stage"`
-	PID       int               `json:"pid,omitempty"`
-	Chunks    int               `json:"chunks,omitempty"`   // progress, done: chunks received by stage 2
-	Requests  int               `json:"requests,omitempty"` // progress, done: requests completed
-	P50NS     int64             `json:"p50_ns,omitempty"`   // done: stage-0 send to stage-2 receipt
-	P99NS     int64             `json:"p99_ns,omitempty"`
-	MaxNS     int64             `json:"max_ns,omitempty"`
-	Health    *connector.Health `json:"health,omitempty"`
-	Reclaimed int               `json:"reclaimed,omitempty"` // health: undrained chunks released
-	Received  *uint64           `json:"received,omitempty"`  // health: payload bytes claimed, where the connector counts them
-	Error     string            `json:"error,omitempty"`
+	Event    string `json:"event"` // ready, progress, done, health, error
+	Stage    int    `json:"stage"`
+	PID      int    `json:"pid,omitempty"`
+	Chunks   int    `json:"chunks,omitempty"`   // progress, done: chunks received by stage 2
+	Requests int    `json:"requests,omitempty"` // progress, done: requests completed
+	P50NS    int64  `json:"p50_ns,omitempty"`   // done: stage-0 send to stage-2 receipt
+	P99NS    int64  `json:"p99_ns,omitempty"`
+	MaxNS    int64  `json:"max_ns,omitempty"`
+	// done: the host clock (internal/hostclock) at stage 0's first send
+	// and at stage 2's last receipt.
+	FirstSendNS int64             `json:"first_send_ns,omitempty"`
+	LastRecvNS  int64             `json:"last_recv_ns,omitempty"`
+	Health      *connector.Health `json:"health,omitempty"`
+	Reclaimed   int               `json:"reclaimed,omitempty"` // health: undrained chunks released
+	Received    *uint64           `json:"received,omitempty"`  // health: payload bytes claimed, where the connector counts them
+	Error       string            `json:"error,omitempty"`
 }
 
 // stageProcess is one running stage: its connector and the line protocol
@@ -155,6 +160,11 @@ func (p *stageProcess) run(ctx context.Context) error {
 		// Already gone: start 0 matches no process, so its readers end at once.
 		up = proc.ID{PID: p.cfg.UpstreamPID, Start: start}
 	}
+	if p.cfg.Stage > 0 {
+		if err := p.attachUpstream(); err != nil {
+			return err
+		}
+	}
 	if p.cfg.Stage < 2 {
 		if err := p.warmUp(); err != nil {
 			return err
@@ -175,35 +185,19 @@ func (p *stageProcess) run(ctx context.Context) error {
 			p.wavs = append(p.wavs, w)
 		}
 	}
-	p.say(event{Event: "ready", PID: os.Getpid()})
-	if err := p.await(ctx, "go"); err != nil {
-		return err
-	}
-	if os.Getenv(crashEnv) == strconv.Itoa(p.cfg.Stage) {
-		self, _ := os.FindProcess(os.Getpid())
-		self.Kill()
-		select {} // the signal is on its way
-	}
-
 	var sender *stream.Sender
-	switch p.cfg.Stage {
-	case 0:
-		sender, err = p.produce(ctx)
-	case 1:
-		sender, err = p.relay(ctx, up)
-	case 2:
-		err = p.collect(ctx, up)
-	default:
-		err = fmt.Errorf("no stage %d", p.cfg.Stage)
+	if p.cfg.Stage < 2 {
+		from, to := strconv.Itoa(p.cfg.Stage), strconv.Itoa(p.cfg.Stage+1)
+		if sender, err = stream.NewSender(p.conn, from, to, stream.SenderOptions{}); err != nil {
+			return err
+		}
 	}
-	if err == nil {
-		err = p.await(ctx, "close")
-	}
+	err = p.stream(ctx, sender, up)
 	reclaimed := 0
 	if sender != nil {
 		// Downstream has drained everything by now: a release that
 		// reclaims a chunk found one that was never received.
-		for _, req := range p.requests {
+		for _, req := range append(p.requests, warmUpRequest(p.cfg.KeyPrefix)) {
 			reclaimed += <-sender.Release(req)
 		}
 		if cerr := sender.Close(); err == nil {
@@ -226,6 +220,56 @@ func (p *stageProcess) run(ctx context.Context) error {
 	return nil
 }
 
+// stream runs the stage's part of the pipeline: "ready", the warm-up
+// stream on "warm", then "warmed" once it is through, the run on "go",
+// and waits for "close".
+func (p *stageProcess) stream(ctx context.Context, sender *stream.Sender, up proc.ID) error {
+	p.say(event{Event: "ready", PID: os.Getpid()})
+	if err := p.await(ctx, "warm"); err != nil {
+		return err
+	}
+	warm := []string{warmUpRequest(p.cfg.KeyPrefix)}
+	if err := p.pipeline(ctx, sender, up, warm, WarmUpChunks, false); err != nil {
+		return fmt.Errorf("warm-up stream: %w", err)
+	}
+	p.say(event{Event: "warmed"})
+	if err := p.await(ctx, "go"); err != nil {
+		return err
+	}
+	if os.Getenv(crashEnv) == strconv.Itoa(p.cfg.Stage) {
+		self, _ := os.FindProcess(os.Getpid())
+		self.Kill()
+		select {} // the signal is on its way
+	}
+	if err := p.pipeline(ctx, sender, up, p.requests, p.cfg.Chunks, true); err != nil {
+		return err
+	}
+	return p.await(ctx, "close")
+}
+
+// pipeline streams chunks chunks of each of requests through this stage;
+// run says it is the run, not the warm-up (stage 2 then writes the WAV
+// files and reports).
+func (p *stageProcess) pipeline(ctx context.Context, sender *stream.Sender, up proc.ID, requests []string, chunks int, run bool) error {
+	switch p.cfg.Stage {
+	case 0:
+		interval := time.Duration(p.cfg.IntervalNS)
+		if !run {
+			interval = 0 // the warm-up goes flat out
+		}
+		return p.produce(ctx, sender, requests, chunks, interval)
+	case 1:
+		return p.relay(ctx, sender, up, requests)
+	case 2:
+		return p.collect(ctx, up, requests, chunks, run)
+	}
+	return fmt.Errorf("no stage %d", p.cfg.Stage)
+}
+
+// warmUpRequest is the warm-up stream's request id, under the run's key
+// prefix, so the leftover check sees its keys.
+func warmUpRequest(keyPrefix string) string { return keyPrefix + "warm" }
+
 // warmUp makes the stage's out edge allocate its ring (SPEC §3: lazily,
 // on the first put) before the clock starts, with one put that it retires
 // at once: the one-time setup is not a chunk's latency. It counts in the
@@ -238,6 +282,17 @@ func (p *stageProcess) warmUp() error {
 	}
 	if !p.conn.Cleanup(key) {
 		return fmt.Errorf("warm-up key %s was not retired", key)
+	}
+	return nil
+}
+
+// attachUpstream looks once for the upstream stage's warm-up key, which
+// is gone: the miss attaches the upstream's ring (SPEC §7), which its
+// warm-up made, before the clock starts. The miss counts in no Health.
+func (p *stageProcess) attachUpstream() error {
+	from := strconv.Itoa(p.cfg.Stage - 1)
+	if _, _, ok, err := p.conn.Get(from, strconv.Itoa(p.cfg.Stage), warmUpKey(p.requests[0], from), nil); err != nil || ok {
+		return fmt.Errorf("attach stage %s's ring: found %v, %w", from, ok, err)
 	}
 	return nil
 }
@@ -257,53 +312,45 @@ func warmUpKey(firstRequest, from string) string { return firstRequest + "-warm-
 
 // produce is stage 0: per request, a stream of [1, 28] int64 code chunks,
 // the requests interleaved chunk by chunk.
-func (p *stageProcess) produce(ctx context.Context) (*stream.Sender, error) {
-	s, err := stream.NewSender(p.conn, "0", "1", stream.SenderOptions{})
-	if err != nil {
-		return nil, err
-	}
+func (p *stageProcess) produce(ctx context.Context, s *stream.Sender, requests []string, chunks int, interval time.Duration) error {
 	start := time.Now()
-	for n := range p.cfg.Chunks {
-		if n > 0 && p.cfg.IntervalNS > 0 {
+	for n := range chunks {
+		if n > 0 && interval > 0 {
 			// Pacing, like a model emitting chunks at its own rate; an
 			// interrupt must not wait out an interval of up to a minute.
-			pace := time.NewTimer(time.Until(start.Add(time.Duration(int64(n) * p.cfg.IntervalNS))))
+			pace := time.NewTimer(time.Until(start.Add(time.Duration(n) * interval)))
 			select {
 			case <-pace.C:
 			case <-ctx.Done():
 				pace.Stop()
-				return s, ctx.Err()
+				return ctx.Err()
 			}
 		}
-		for r, req := range p.requests {
+		for r, req := range requests {
 			codes, err := tensor.FromSlice(chunkCodes(r, n), 1, codesPerChunk)
 			if err != nil {
-				return s, err
+				return err
 			}
 			chunk := map[string]any{
 				"codes": map[string]any{"audio": codes},
 				"demo":  map[string]any{"seq": n, "t0_ns": int64(hostclock.Now())},
 			}
 			send := s.Send
-			if n == p.cfg.Chunks-1 {
+			if n == chunks-1 {
 				send = s.Finish
 			}
 			if err := send(ctx, req, chunk); err != nil {
-				return s, err
+				return err
 			}
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // relay is stage 1: it turns each request's code chunks into audio chunks,
 // one goroutine per request, and streams them on to stage 2.
-func (p *stageProcess) relay(ctx context.Context, up proc.ID) (*stream.Sender, error) {
-	s, err := stream.NewSender(p.conn, "1", "2", stream.SenderOptions{})
-	if err != nil {
-		return nil, err
-	}
-	err = p.perRequest(ctx, func(ctx context.Context, r int, req string) error {
+func (p *stageProcess) relay(ctx context.Context, s *stream.Sender, up proc.ID, requests []string) error {
+	return perRequest(ctx, requests, func(ctx context.Context, r int, req string) error {
 		_, err := readChunks(ctx, p.conn, "0", "1", req, up, func(n int, chunk map[string]any) error {
 			codes, err := chunkTensor[int64](chunk, "codes", "audio")
 			if err != nil {
@@ -322,34 +369,41 @@ func (p *stageProcess) relay(ctx context.Context, up proc.ID) (*stream.Sender, e
 		})
 		return err
 	})
-	return s, err
 }
 
 // collect is stage 2: it checks every audio chunk (once, in order, the
 // samples stage 1 must have made from stage 0's codes), writes one WAV file
 // per request and reports the latencies.
-func (p *stageProcess) collect(ctx context.Context, up proc.ID) error {
+func (p *stageProcess) collect(ctx context.Context, up proc.ID, requests []string, chunks int, run bool) error {
 	var (
 		received, completed atomic.Int64
 		mu                  sync.Mutex
 		latencies           []int64
+		firstSend           int64 = math.MaxInt64
+		lastRecv            int64
 	)
 	stop := make(chan struct{})
 	var ticker sync.WaitGroup
-	ticker.Go(func() {
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				p.say(event{Event: "progress", Chunks: int(received.Load()), Requests: int(completed.Load())})
+	if run {
+		ticker.Go(func() {
+			t := time.NewTicker(50 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					p.say(event{Event: "progress", Chunks: int(received.Load()), Requests: int(completed.Load())})
+				}
 			}
+		})
+	}
+	err := perRequest(ctx, requests, func(ctx context.Context, r int, req string) error {
+		var w *wavWriter // none for the warm-up stream
+		if run {
+			w = p.wavs[r]
 		}
-	})
-	err := p.perRequest(ctx, func(ctx context.Context, r int, req string) error {
-		w := p.wavs[r]
+		var want []float32 // the samples chunk n must carry, recomputed
 		n, err := readChunks(ctx, p.conn, "1", "2", req, up, func(n int, chunk map[string]any) error {
 			now := int64(hostclock.Now())
 			key := stream.Key(req, "1", n)
@@ -366,39 +420,45 @@ func (p *stageProcess) collect(ctx context.Context, up proc.ID) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", key, err)
 			}
-			if !slices.Equal(audio, synthesize(chunkCodes(r, n), n)) {
+			if want = synthesizeInto(want, chunkCodes(r, n), n); !slices.Equal(audio, want) {
 				return fmt.Errorf("%s: samples differ from the codes stage 0 sent", key)
 			}
-			if err := w.write(audio); err != nil {
-				return err
+			if w != nil {
+				if err := w.write(audio); err != nil {
+					return err
+				}
 			}
 			received.Add(1)
 			mu.Lock()
 			latencies = append(latencies, now-t0)
+			firstSend, lastRecv = min(firstSend, t0), max(lastRecv, now)
 			mu.Unlock()
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		if n != p.cfg.Chunks {
-			return fmt.Errorf("request %s: finished after %d chunks, want %d", req, n, p.cfg.Chunks)
+		if n != chunks {
+			return fmt.Errorf("request %s: finished after %d chunks, want %d", req, n, chunks)
 		}
-		if err := w.finish(); err != nil {
-			return err
+		if w != nil {
+			if err := w.finish(); err != nil {
+				return err
+			}
 		}
 		completed.Add(1)
 		return nil
 	})
 	close(stop)
 	ticker.Wait()
-	if err != nil {
+	if err != nil || !run {
 		return err
 	}
 	slices.Sort(latencies)
 	pct := func(q int) int64 { return latencies[(len(latencies)-1)*q/100] }
 	p.say(event{Event: "done", Chunks: int(received.Load()), Requests: int(completed.Load()),
-		P50NS: pct(50), P99NS: pct(99), MaxNS: latencies[len(latencies)-1]})
+		P50NS: pct(50), P99NS: pct(99), MaxNS: latencies[len(latencies)-1],
+		FirstSendNS: firstSend, LastRecvNS: lastRecv})
 	return nil
 }
 
@@ -427,11 +487,11 @@ func readChunks(ctx context.Context, conn connector.Receiver, from, to, req stri
 
 // perRequest runs fn for every request concurrently and returns the first
 // error; the first failure cancels the others.
-func (p *stageProcess) perRequest(ctx context.Context, fn func(ctx context.Context, r int, req string) error) error {
+func perRequest(ctx context.Context, requests []string, fn func(ctx context.Context, r int, req string) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	for r, req := range p.requests {
+	for r, req := range requests {
 		wg.Go(func() {
 			if err := fn(ctx, r, req); err != nil {
 				cancel(err)

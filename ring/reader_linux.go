@@ -357,3 +357,118 @@ func (t *Transport) forgetRejectedLocked(prefix string, listed []string) {
 		}
 	}
 }
+
+// TakeReady claims, from the rings of edge from->to attached now, the
+// ready frames of keys in keys' order, stopping at the first key that no
+// ring holds ready: a stream receiver that got chunk n takes the chunks
+// after it that are there already, each ring locked once for all of them
+// rather than once per chunk (and its producer checked once). For each
+// frame taken, deliver is called once, in keys' order, after the ring
+// lock is released, with what was taken or the decode error; a decode
+// error ends the run (the frame is consumed all the same, as in Receive).
+// It returns how many frames it delivered.
+//
+// It discovers new producers first when the registry changed (as Receive
+// does) and never waits: a ring whose lock is held is skipped. A ring whose head did not
+// move since this receiver's last scan and that indexes none of keys
+// costs no system call. The error is a ring found corrupt, or a lock that
+// failed.
+func (t *Transport) TakeReady(from, to string, keys []string, decode func(Kind, []byte) (any, error), deliver func(key string, got Taken, err error)) (int, error) {
+	readers, current, ok := t.snapshot(from, to)
+	if !ok {
+		return 0, nil
+	}
+	var (
+		out   []delivery
+		errs  []error
+		taken int
+	)
+	if !current {
+		fresh, err := t.discover(edgeKey{from, to}, readers)
+		errs = append(errs, err)
+		readers = append(slices.Clip(readers), fresh...)
+	}
+	for more := true; more && taken < len(keys); {
+		more = false
+		for _, r := range readers {
+			out = out[:0]
+			dead, err := r.takeRun(&t.stats, keys[taken:], decode, &out)
+			if dead && err != nil {
+				t.rejectReader(r, err) // contained, as in Sweep
+				err = nil
+			}
+			errs = append(errs, err)
+			for _, d := range out {
+				deliver(d.key, d.got, d.err)
+				if d.err != nil {
+					return taken + 1, errors.Join(errs...)
+				}
+				taken++
+			}
+			// Another ring may hold the key this one stopped at.
+			more = more || len(out) > 0
+			if taken == len(keys) {
+				break
+			}
+		}
+	}
+	return taken, errors.Join(errs...)
+}
+
+// takeRun is TakeReady on one ring: it appends to out the frames of the
+// longest run of keys, from the first, that the ring holds ready. dead
+// reports a ring to drop.
+func (r *reader) takeRun(c *counters, keys []string, decode func(Kind, []byte) (any, error), out *[]delivery) (dead bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.gone() {
+		return true, nil
+	}
+	// The run starts at keys[0]: absent from the index and no new frame,
+	// there is nothing to take (SPEC §3 "a miss must be cheap").
+	if _, indexed := r.ix.byKey[keys[0]]; !indexed && r.m.head() == r.ix.cursor {
+		return false, nil
+	}
+	if err := c.flock(r.m.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if err == errBusy {
+			return false, nil
+		}
+		return false, r.lockError(err)
+	}
+	defer c.flock(r.m.fd, unix.LOCK_UN)
+	if err := r.scanLocked(c); err != nil {
+		return true, err
+	}
+	checked := false
+	for _, key := range keys {
+		pos, indexed := r.ix.byKey[key]
+		if !indexed {
+			break
+		}
+		f, ready, err := r.readyLocked(key, pos)
+		if err != nil {
+			return true, err
+		}
+		if !ready {
+			break
+		}
+		if !checked {
+			// Once per run, before the first frame: a dead producer's
+			// frames are never delivered (SPEC §7).
+			checked = true
+			if !r.alive(c) {
+				r.dead.Store(true)
+				return true, nil
+			}
+		}
+		got, err := r.takeLocked(c, key, pos, f, decode)
+		if errors.Is(err, ErrDeclined) {
+			break // left ready, indexed
+		}
+		*out = append(*out, delivery{key, got, err})
+		if err != nil {
+			break
+		}
+	}
+	return false, nil
+}

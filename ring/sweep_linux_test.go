@@ -197,3 +197,51 @@ func TestChangesOnNewAndDeadProducer(t *testing.T) {
 		t.Fatal("the dead producer's ring is still attached")
 	}
 }
+
+// TakeReady claims the run of keys that are ready, in order, under one
+// lock pair and one liveness check, stops at the first missing key, and
+// costs nothing when nothing moved.
+func TestTakeReadyClaimsARun(t *testing.T) {
+	_, prod, recv := pair(t, 1<<16)
+	mustPut(t, prod, "0", "1", "first", codes(9))
+	mustMiss(t, recv, "0", "1", "attach", nil)
+	for _, i := range []int{0, 1, 2, 4} { // 3 missing: the run ends there
+		mustPut(t, prod, "0", "1", "c"+strconv.Itoa(i), codes(i))
+	}
+	keys := []string{"c0", "c1", "c2", "c3", "c4"}
+	take := func() []string {
+		t.Helper()
+		var got []string
+		n, err := recv.TakeReady("0", "1", keys, decodeCopy, func(key string, tk Taken, err error) {
+			i, _ := strconv.Atoi(key[1:])
+			if err != nil || !slices.Equal(tk.Value.([]byte), codes(i)) {
+				t.Errorf("%s: %v", key, err)
+			}
+			got = append(got, key)
+		})
+		if err != nil || n != len(got) {
+			t.Fatalf("TakeReady = %d, %v; delivered %q", n, err, got)
+		}
+		return got
+	}
+	before := recv.work()
+	if got := take(); !slices.Equal(got, keys[:3]) {
+		t.Fatalf("took %q", got)
+	}
+	if w := recv.work(); w.flocks-before.flocks != 2 || w.liveness-before.liveness > 1 {
+		t.Fatalf("one run took %d flock calls, %d liveness checks", w.flocks-before.flocks, w.liveness-before.liveness)
+	}
+	before = recv.work()
+	if got := take(); len(got) != 0 || recv.work() != before {
+		t.Fatalf("nothing moved: took %q, work %+v -> %+v", got, before, recv.work())
+	}
+	keys = keys[3:]
+	mustPut(t, prod, "0", "1", "c3", codes(3))
+	if got := take(); !slices.Equal(got, []string{"c3", "c4"}) {
+		t.Fatalf("after the gap was filled: took %q", got)
+	}
+	mustMiss(t, recv, "0", "1", "c4", nil)
+	if got := mustGet(t, recv, "0", "1", "first", nil); !slices.Equal(got, codes(9)) {
+		t.Fatal("a key not asked for was taken")
+	}
+}

@@ -28,6 +28,8 @@ type MuxOptions struct {
 	// consumed stops being received once it has Buffer of them waiting:
 	// its later chunks stay published (in the producer's ring, or as
 	// per-key segments once the ring is full) until Next makes room.
+	// A request's chunks that are there already are claimed in one pass
+	// (ReaderOptions.Prefetch), as many as the buffer has room for.
 	Buffer int
 	// Reader configures each request's Reader (its progress timeout,
 	// sender). A request's ring producer is followed without it.
@@ -126,6 +128,9 @@ func (m *Mux) Add(request string) error {
 	for range m.opts.Buffer {
 		rq.room <- struct{}{}
 	}
+	// The reader claims ahead only what the buffer has room for: the
+	// token receive took for this Next, and those still free.
+	r.room = func() int { return 1 + len(rq.room) }
 	var ctx context.Context
 	ctx, rq.cancel = context.WithCancel(m.ctx)
 	m.requests[request] = rq

@@ -182,7 +182,7 @@ func TestReleaseAfterFinishRealConnector(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rd := mustReader(t, recv, req, ReaderOptions{})
+			rd := mustReader(t, recv, req, ReaderOptions{Prefetch: -1}) // claims chunk 0 alone
 			if c, err := rd.Next(ctx); err != nil || Finished(c) {
 				t.Fatalf("chunk 0: %v %v", c, err)
 			}

@@ -18,6 +18,7 @@ const (
 	DefaultProgressTimeout = 30 * time.Second
 	DefaultCheckInterval   = 50 * time.Millisecond
 	DefaultMaxBackoff      = 5 * time.Millisecond
+	DefaultPrefetch        = 16
 	minBackoff             = 20 * time.Microsecond
 )
 
@@ -45,6 +46,14 @@ type ReaderOptions struct {
 	// MaxBackoff caps the poll interval used when the transport cannot block
 	// (it is not a connector.Receiver); 0 means DefaultMaxBackoff.
 	MaxBackoff time.Duration
+	// Prefetch bounds the chunks Next claims in one pass when the
+	// transport can (connector.BatchReceiver): the chunks from the next
+	// one on that are there already, up to Prefetch of them, each ring
+	// locked once for all of them. Next returns them one by one before it
+	// waits again. 0 means DefaultPrefetch; a negative value claims one
+	// chunk at a time. Chunks claimed ahead are the Reader's: Close drops
+	// the ones Next has not returned.
+	Prefetch int
 }
 
 // Reader yields the chunks of one request on edge from->to, in order. Use
@@ -55,6 +64,7 @@ type Reader struct {
 	t        connector.Transport
 	recv     connector.Receiver        // t, when it can block on wakeups
 	msgs     connector.MessageReceiver // t, when it says who published a chunk
+	batch    connector.BatchReceiver   // t, when it claims runs of chunks; nil with Prefetch < 0
 	from, to string
 	request  string
 	opts     ReaderOptions
@@ -62,6 +72,10 @@ type Reader struct {
 	done     bool
 	deadline time.Time // of the progress timeout; zero before the first Next
 	gone     error     // the ErrSenderGone of the sender's exit, returned again
+	ahead    []taken   // chunks next, next+1, ... claimed ahead, not yet returned
+	keys     []string  // TakeReady's keys, of chunks keysAt on
+	keysAt   int
+	room     func() int // bounds a run further when set (a Mux's free buffer)
 
 	sender   *exitWatch // nil without ReaderOptions.Sender, or once closed
 	producer *exitWatch // the ring producer of the last chunk; nil without one, or once closed
@@ -90,6 +104,12 @@ func NewReader(t connector.Transport, from, to, request string, opts ReaderOptio
 		}
 		r.recv = recv
 		r.msgs, _ = t.(connector.MessageReceiver)
+		if opts.Prefetch >= 0 {
+			r.batch, _ = t.(connector.BatchReceiver)
+		}
+	}
+	if r.opts.Prefetch <= 0 {
+		r.opts.Prefetch = DefaultPrefetch
 	}
 	if r.opts.ProgressTimeout <= 0 {
 		r.opts.ProgressTimeout = DefaultProgressTimeout
@@ -106,11 +126,20 @@ func NewReader(t connector.Transport, from, to, request string, opts ReaderOptio
 	return r, nil
 }
 
+// taken is a chunk claimed ahead, or the error that consumed it.
+type taken struct {
+	m   connector.Message
+	err error
+}
+
 // Close stops watching the sender (Next does so itself once the stream has
 // ended); a later Next then only has the progress timeout. Close does not
 // touch the transport, and unread chunks stay published (the sender's
-// Release retires them). It is idempotent.
+// Release retires them), but for those claimed ahead (ReaderOptions.Prefetch),
+// which are dropped. It is idempotent.
 func (r *Reader) Close() error {
+	clear(r.ahead)
+	r.ahead = nil
 	for _, w := range []**exitWatch{&r.sender, &r.producer} {
 		if *w != nil {
 			(*w).release()
@@ -137,6 +166,18 @@ func (r *Reader) Next(ctx context.Context) (map[string]any, error) {
 	}
 	if r.deadline.IsZero() {
 		r.deadline = time.Now().Add(r.opts.ProgressTimeout)
+	}
+	if len(r.ahead) == 0 {
+		r.takeAhead()
+	}
+	if len(r.ahead) > 0 {
+		t := r.ahead[0]
+		r.ahead[0] = taken{}
+		r.ahead = r.ahead[1:]
+		if t.err != nil {
+			return nil, r.wrap(t.err)
+		}
+		return r.accept(t.m)
 	}
 	key := Key(r.request, r.from, r.next)
 	backoff := minBackoff
@@ -168,6 +209,36 @@ func (r *Reader) Next(ctx context.Context) (map[string]any, error) {
 		}
 		return nil, err
 	}
+}
+
+// takeAhead claims, in one pass, the chunks from the next one on that are
+// there already (connector.BatchReceiver), up to Prefetch of them.
+func (r *Reader) takeAhead() {
+	if r.batch == nil {
+		return
+	}
+	n := r.opts.Prefetch
+	if r.room != nil {
+		n = min(n, r.room())
+	}
+	// The keys of chunks r.keysAt, r.keysAt+1, ...: those still ahead are
+	// kept, so a Next that finds nothing and waits builds none again.
+	if skip := r.next - r.keysAt; skip > 0 && skip < len(r.keys) {
+		r.keys = r.keys[:copy(r.keys, r.keys[skip:])]
+	} else if skip != 0 {
+		r.keys = r.keys[:0]
+	}
+	r.keysAt = r.next
+	for i := len(r.keys); i < n; i++ {
+		r.keys = append(r.keys, Key(r.request, r.from, r.next+i))
+	}
+	r.ahead = r.ahead[:0]
+	// Its error (a ring found corrupt, a lock that failed) is not the
+	// stream's: Next's own wait meets it again, or the chunk on another
+	// path.
+	r.batch.TakeReady(r.from, r.keys[:n], func(_ string, m connector.Message, err error) {
+		r.ahead = append(r.ahead, taken{m, err})
+	})
 }
 
 func (r *Reader) accept(m connector.Message) (map[string]any, error) {

@@ -266,7 +266,9 @@ func roleConsume(args []string) int {
 		return 1
 	}
 	defer conn.Close()
-	rd, err := NewReader(conn, "0", "1", args[2], ReaderOptions{})
+	// One chunk claimed per chunk read (no Prefetch): the test counts
+	// what was read as claimed.
+	rd, err := NewReader(conn, "0", "1", args[2], ReaderOptions{Prefetch: -1})
 	if err != nil {
 		shmtest.Say("error %v", err)
 		return 1
@@ -408,8 +410,8 @@ func TestDrainUnclaimed(t *testing.T) {
 			if err := s.flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			rd := mustReader(t, recv, req, ReaderOptions{})
-			if _, err := rd.Next(ctx); err != nil { // chunk 0 is claimed
+			rd := mustReader(t, recv, req, ReaderOptions{Prefetch: -1}) // one claim per Next
+			if _, err := rd.Next(ctx); err != nil {                     // chunk 0 is claimed
 				t.Fatal(err)
 			}
 			prod.Cleanup(Key(req, "0", 1))

@@ -257,6 +257,57 @@ func TestInterleavedInOrder(t *testing.T) {
 	}
 }
 
+// Over the ring, a Reader claims the chunks that are there already in one
+// pass, up to Prefetch of them, returns them in order, and Close drops
+// those it has not returned; a negative Prefetch claims one at a time.
+func TestReaderClaimsAhead(t *testing.T) {
+	const chunks = 10
+	for _, tc := range []struct {
+		prefetch, claimed int // claimed by the first Next
+	}{{4, 4}, {0, chunks}, {-1, 1}} {
+		t.Run(strconv.Itoa(tc.prefetch), func(t *testing.T) {
+			send, recv := conntest.Edge(t, ring.DefaultCapacity)
+			req := shmtest.Key("ahead")
+			for n := range chunks {
+				c, err := newChunk(map[string]any{"codes": map[string]any{"audio": codes(0, n)}}, n == chunks-1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				conntest.MustPut(t, send, "0", "1", Key(req, "0", n), c)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			rd := mustReader(t, recv, req, ReaderOptions{Prefetch: tc.prefetch})
+			if _, err := rd.Next(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := recv.Health().Gets; int(got) != tc.claimed {
+				t.Fatalf("the first Next claimed %d chunks, want %d", got, tc.claimed)
+			}
+			if tc.prefetch == 4 {
+				rd.Close() // drops chunks 1-3; 4 on stay published
+				if got := recv.Health().Gets; got != 4 || !send.Cleanup(Key(req, "0", 4)) {
+					t.Fatalf("after Close: %d claimed, chunk 4 not left published", got)
+				}
+				return
+			}
+			for n := 1; n < chunks; n++ {
+				c, err := rd.Next(ctx)
+				if err != nil {
+					t.Fatalf("chunk %d: %v", n, err)
+				}
+				audio, _ := asMap(c["codes"])
+				if got, _ := audio["audio"].(*tensor.Tensor); !got.Equal(codes(0, n)) || Finished(c) != (n == chunks-1) {
+					t.Fatalf("chunk %d: codes %v, finished %v", n, got, Finished(c))
+				}
+			}
+			if _, err := rd.Next(ctx); err != io.EOF || recv.Health().Gets != chunks {
+				t.Fatalf("after the last chunk: %v, %d claimed", err, recv.Health().Gets)
+			}
+		})
+	}
+}
+
 // readAll reads a request's stream and checks every chunk's content and mark.
 func readAll(ctx context.Context, rd *Reader, r, chunks int) error {
 	for n := 0; ; n++ {
