@@ -84,11 +84,10 @@ func (c Claimer) claim(key string, alloc func(int) ([]byte, error)) (data []byte
 	if lock.uid != os.Geteuid() {
 		return nil, false, claimError(pathError("lock", lockPath, foreign(lock.uid)))
 	}
-	raw, segFD, err := readSegment(seg, alloc)
+	raw, err := readSegment(seg, alloc)
 	if err != nil {
 		return nil, false, missOr(err)
 	}
-	defer releaseSegment(segFD, len(raw))
 	// Unlink the segment first: once it is gone no one else can claim it,
 	// then the lock file while still holding it (SPEC §6).
 	if c.WillRemove != nil || c.OnRemove != nil {

@@ -221,50 +221,21 @@ func segmentSize(path string) (int64, error) {
 
 // readSegment copies the whole segment at path into memory the caller owns:
 // alloc's (nil: a new slice). An alloc error stops it before anything is
-// read. The caller holds the key's lock. On success the segment stays open:
-// the caller unlinks it, then hands fd to releaseSegment.
-func readSegment(path string, alloc func(n int) ([]byte, error)) (_ []byte, fd int, err error) {
+// read. The caller holds the key's lock.
+func readSegment(path string, alloc func(n int) ([]byte, error)) ([]byte, error) {
 	// O_NONBLOCK: a FIFO planted at the name must not block the open.
-	fd, err = unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|openFlags, 0)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|openFlags, 0)
 	switch {
 	case err == unix.ENOENT:
-		return nil, -1, errGone
+		return nil, errGone
 	case err == unix.ELOOP:
-		return nil, -1, pathError("open", path, fmt.Errorf("%w: a symlink", ErrUnsafe))
+		return nil, pathError("open", path, fmt.Errorf("%w: a symlink", ErrUnsafe))
 	case err == unix.EACCES || err == unix.EPERM:
-		return nil, -1, pathError("open", path, denied(err))
+		return nil, pathError("open", path, denied(err))
 	case err != nil:
-		return nil, -1, pathError("open", path, err)
+		return nil, pathError("open", path, err)
 	}
-	data, err := readOpen(fd, path, alloc)
-	if err != nil {
-		unix.Close(fd)
-		return nil, -1, err
-	}
-	return data, fd, nil
-}
-
-// releaseLarge is the segment size from which releaseSegment closes in the
-// background.
-const releaseLarge = 256 << 10
-
-// releaseSegment closes a claimed segment's descriptor. The segment was
-// unlinked while open, so this last close is what frees its pages (on
-// tmpfs 13% of a 1 MiB put+get's CPU), which a large segment's receiver
-// need not wait for: measured, a 1 MiB ClaimInto's p50 went from 270 to
-// 205 µs. The claim itself, the unlink under the lock (SPEC §6), is
-// complete before.
-func releaseSegment(fd, size int) {
-	if size >= releaseLarge {
-		go closeFD(fd)
-		return
-	}
-	closeFD(fd)
-}
-
-// readOpen reads the open segment fd (at path, for errors) into alloc's
-// memory.
-func readOpen(fd int, path string, alloc func(n int) ([]byte, error)) ([]byte, error) {
+	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, pathError("stat", path, err)
@@ -282,7 +253,6 @@ func readOpen(fd int, path string, alloc func(n int) ([]byte, error)) ([]byte, e
 		return nil, pathError("read", path, fmt.Errorf("%d bytes is over the %d limit", st.Size, int64(maxSegment)))
 	}
 	var data []byte
-	var err error
 	if alloc == nil {
 		data = make([]byte, st.Size)
 	} else if data, err = alloc(int(st.Size)); err != nil {

@@ -48,7 +48,7 @@ func TestReadSegmentFIFO(t *testing.T) {
 	if err := unix.Mkfifo(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if data, _, err := readSegment(path, nil); err == nil || data != nil {
+	if data, err := readSegment(path, nil); err == nil || data != nil {
 		t.Fatalf("readSegment(FIFO) = %q, %v", data, err)
 	}
 }
