@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -675,6 +676,38 @@ func TestDecodeIntoSuppliedMemory(t *testing.T) {
 			}
 			if off := uintptr(unsafe.Pointer(&gb.Data[0])) - uintptr(unsafe.Pointer(&buf[0])); off%64 != 0 {
 				t.Fatalf("second tensor at offset %d, not 64-aligned", off)
+			}
+		})
+	}
+}
+
+// Tensors of sizes around the copies' chunk (512 KiB) and Go's 1 MiB
+// non-temporal threshold come back byte for byte, through Decode and
+// DecodeInto; the bytes do not repeat with any power-of-two period, so a
+// chunk copied to the wrong place shows.
+func TestLargeTensorsAcrossCopyChunks(t *testing.T) {
+	for _, size := range []int{512<<10 - 1, 512 << 10, 512<<10 + 1, 1<<20 - 1, 1 << 20, 1<<20 + 1, 2<<20 + 17} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			x := filled(t, tensor.Uint8, 0, size)
+			for i := range x.Data {
+				x.Data[i] = byte(i*31 + i>>9 + i>>17)
+			}
+			_, raw := encode(t, map[string]any{"x": x}, 0)
+			buf := make([]byte, size+64)
+			for _, into := range []bool{false, true} {
+				var v any
+				var err error
+				if into {
+					v, err = frame.DecodeInto(raw, frame.NewArena(buf))
+				} else {
+					v, err = frame.Decode(raw)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := v.(map[string]any)["x"].(*tensor.Tensor); !bytes.Equal(got.Data, x.Data) {
+					t.Fatalf("into=%v: bytes differ", into)
+				}
 			}
 		})
 	}

@@ -23,6 +23,12 @@ func setClock(f func() int64) (restore func()) {
 	return func() { nowNanos = old }
 }
 
+func setRewind(on bool) (restore func()) {
+	old := rewindEmpty
+	rewindEmpty = on
+	return func() { rewindEmpty = old }
+}
+
 func setWatcher(on bool) (restore func()) {
 	old := watcherEnabled
 	watcherEnabled = on

@@ -72,9 +72,20 @@ func (p *producer) put(c *counters, key string, kind Kind, total uint64, size in
 	if !fits {
 		return d, false, nil
 	}
+	rewound := false
+	if padding == 0 {
+		padding = rewind(capacity, head, tail, total)
+		rewound = padding > 0
+	}
 	if padding > 0 {
 		writeFrame(data, head, frame{total: uint32(padding), kind: kindPadding, state: stateDone})
 		head += padding
+	}
+	if rewound {
+		// The padding is done and was all the ring held: reclaim it now,
+		// so the ring's use is this frame's.
+		p.m.setTail(head)
+		p.ix.prune(head)
 	}
 	start := head%capacity + frameHeaderSize
 	copy(data[start:], key)
@@ -95,6 +106,27 @@ func (p *producer) put(c *counters, key string, kind Kind, total uint64, size in
 	p.ix.add(key, head)
 	p.ix.cursor = head + total
 	return descriptor.RingHandle{Name: p.name, Position: head, Size: size}, true, nil
+}
+
+// rewindEmpty is off in tests that lay frames out at positions of their
+// choosing.
+var rewindEmpty = true
+
+// rewind is the padding that puts a frame into an empty ring at the start
+// of its buffer instead of at head (0: at head). Put by put, head walks the
+// whole buffer, and every frame would land in memory no cache has held
+// since the last lap: with one message in flight on a 64 MiB ring a 64 KiB
+// put+get took 21 µs, on a 4 MiB ring 10 (the copies' floor: 3.6). Once
+// the receivers have taken everything, starting over at the buffer's start
+// reuses the memory the last frames warmed. The padding frame is the one
+// SPEC §3 puts before a frame that does not fit the buffer's end, and
+// readers skip it alike; it fits because the ring is empty.
+func rewind(capacity, head, tail, total uint64) uint64 {
+	off := head % capacity
+	if !rewindEmpty || head != tail || off == 0 || total > off {
+		return 0
+	}
+	return capacity - off
 }
 
 // reclaim advances tail over done and padding frames; p.mu and the ring

@@ -118,26 +118,64 @@ func TestNewRejectsCapacity(t *testing.T) {
 	}
 }
 
+// Each get lags one put behind, so the ring is never empty at a put (an
+// empty ring rewinds, see TestEmptyRingRewinds): frames walk the buffer and
+// wrap after a padding frame.
 func TestWraparoundKeepsValues(t *testing.T) {
 	_, p, r := pair(t, 4096)
 	var last uint64
+	var descs []descriptor.RingHandle
 	for i := range 100 {
-		key := fmt.Sprintf("wrap%d", i)
-		d := mustPut(t, p, "0", "1", key, codes(i))
+		d := mustPut(t, p, "0", "1", fmt.Sprintf("wrap%d", i), codes(i))
 		if i > 0 && d.Position <= last {
 			t.Fatalf("position %d after %d", d.Position, last)
 		}
+		if i > 0 && d.Position-last > uint64(len(codes(i))+64) && d.Position%4096 != 0 {
+			t.Fatalf("frame %d at %d, %d after the last: a skip that is no wrap", i, d.Position, d.Position-last)
+		}
 		last = d.Position
+		descs = append(descs, d)
+		if i == 0 {
+			continue
+		}
 		var desc *descriptor.RingHandle
 		if i%2 == 0 {
-			desc = &d
+			desc = &descs[i-1]
 		}
-		if got := mustGet(t, r, "0", "1", key, desc); !bytes.Equal(got, codes(i)) {
-			t.Fatalf("wrap%d: wrong value", i)
+		if got := mustGet(t, r, "0", "1", fmt.Sprintf("wrap%d", i-1), desc); !bytes.Equal(got, codes(i-1)) {
+			t.Fatalf("wrap%d: wrong value", i-1)
 		}
 	}
 	if last < 4*4096 {
 		t.Fatalf("no wraparound: last position %d", last)
+	}
+}
+
+// A put into an empty ring goes to the start of its buffer, after a padding
+// frame that the put reclaims at once: one message in flight reuses the
+// same, cached memory. A ring with a ready frame is not rewound.
+func TestEmptyRingRewinds(t *testing.T) {
+	const capacity = 4096
+	_, p, r := pair(t, capacity)
+	first := mustPut(t, p, "0", "1", "rw0", codes(0))
+	mustGet(t, r, "0", "1", "rw0", &first)
+	d := mustPut(t, p, "0", "1", "rw1", codes(1))
+	if d.Position != capacity {
+		t.Fatalf("put into the empty ring at %d, want %d (the buffer's start)", d.Position, capacity)
+	}
+	total := frameTotal(3, len(codes(1)))
+	m := p.producers[edgeKey{"0", "1"}].m
+	if head, tail := m.head(), m.tail(); head != capacity+total || tail != capacity {
+		t.Fatalf("head %d, tail %d: want %d, %d (the padding reclaimed)", head, tail, capacity+total, capacity)
+	}
+	next := mustPut(t, p, "0", "1", "rw2", codes(2)) // rw1 still ready
+	if next.Position != d.Position+total {
+		t.Fatalf("put beside a ready frame at %d, want right after it", next.Position)
+	}
+	for i, desc := range []descriptor.RingHandle{d, next} {
+		if got := mustGet(t, r, "0", "1", fmt.Sprintf("rw%d", i+1), &desc); !bytes.Equal(got, codes(i+1)) {
+			t.Fatalf("rw%d: wrong value", i+1)
+		}
 	}
 }
 
@@ -601,6 +639,7 @@ func TestConcurrentUse(t *testing.T) {
 // version of the key is still delivered, and head did not move, even when
 // the failed frame needed a padding frame first.
 func TestFailedWritePublishesNothing(t *testing.T) {
+	defer setRewind(false)() // the fillers place "k"
 	_, p, r := pair(t, 4096)
 	boom := errors.New("boom")
 	fail := func(dst []byte) error { clear(dst); return boom }
