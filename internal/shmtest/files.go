@@ -50,6 +50,15 @@ func WriteFile(t testing.TB, path string, data []byte) string {
 	return path
 }
 
+// Mkfifo creates a FIFO (mode 0600) at path and returns path.
+func Mkfifo(t testing.TB, path string) string {
+	t.Helper()
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // WriteFileAt is WriteFile for a file last modified at mtime, as one a
 // crashed process left behind a while ago.
 func WriteFileAt(t testing.TB, path string, data []byte, mtime time.Time) string {
