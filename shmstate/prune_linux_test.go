@@ -101,9 +101,7 @@ func newFixture(t *testing.T) *fixture {
 	touch(t, filepath.Join(f.dir, "unrelated"), []byte("x"), time.Hour, f.now)
 	// Wakeup FIFOs: one with a reader (held by this test), one without.
 	for _, n := range []string{"1_0a", "1_0b"} {
-		if err := unix.Mkfifo(filepath.Join(f.wakeDir, n), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		shmtest.Mkfifo(t, filepath.Join(f.wakeDir, n))
 	}
 	rd, err := unix.Open(filepath.Join(f.wakeDir, "1_0a"), unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
@@ -331,9 +329,7 @@ func TestSymlinkedWakeDirIgnored(t *testing.T) {
 	s := shmtest.Scope(t)
 	n := scope.ForUID(os.Getuid(), s, os.Getppid())
 	fifo := filepath.Join(elsewhere, "1_0c")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.Mkfifo(t, fifo)
 	if err := os.Symlink(elsewhere, filepath.Join(dir, filepath.Base(n.WakeDir))); err != nil {
 		t.Fatal(err)
 	}
@@ -471,15 +467,11 @@ func TestPruneDeadReceiverLeavesNothing(t *testing.T) {
 	if err := os.Mkdir(wakeDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mkfifo(filepath.Join(wakeDir, "2_0a"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.Mkfifo(t, filepath.Join(wakeDir, "2_0a"))
 	writeSleepers(t, wakeDir, "2_0a", true)
 	// A receiver killed between mkfifo and rename leaves its temporary
 	// FIFO, with no reader, and the sleepers file of the FIFO it would be.
-	if err := unix.Mkfifo(filepath.Join(wakeDir, scope.TempFIFOName("0b")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.Mkfifo(t, filepath.Join(wakeDir, scope.TempFIFOName("0b")))
 	writeSleepers(t, wakeDir, "2_0b", true)
 	tmp := filepath.Join(wakeDir, scope.TempFIFOName("0b"))
 	// Just made, it could be a starting receiver's: kept even without a

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -241,16 +240,12 @@ func TestOwnerDeathRemovesSleepers(t *testing.T) {
 	all := []string{mine, sleepersOf(mine), replaced, sleepersOf(replaced), theirs, sleepersOf(theirs)}
 	defer removeAll(append(all, wakeDir)...)
 	p, pid := startOwner(t, "dir:"+wakeDir, "fifo:"+mine, "fifo:"+replaced)
-	if err := unix.Mkfifo(theirs, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.Mkfifo(t, theirs)
 	if err := writeSleepers(theirs); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(replaced) // another receiver's FIFO at the name, so not the owner's
-	if err := unix.Mkfifo(replaced, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.Mkfifo(t, replaced)
 	p.Kill()
 	shmtest.Eventually(t, patience, "the dead receiver's FIFO and sleepers file removed", func() bool {
 		return !exists(mine) && !exists(sleepersOf(mine)) && gone(pid)
@@ -300,7 +295,7 @@ func TestWatchdogSurvivesSignals(t *testing.T) {
 			ignored, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 		}
 	}
-	for _, sig := range []syscall.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP} {
+	for _, sig := range []unix.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP} {
 		if ignored&(1<<(sig-1)) == 0 {
 			t.Errorf("watchdog does not ignore %v (SigIgn %#x)", sig, ignored)
 		}
