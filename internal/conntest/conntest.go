@@ -19,6 +19,7 @@ import (
 
 	"omnishm/config"
 	"omnishm/connector"
+	"omnishm/descriptor"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/scope"
@@ -150,6 +151,17 @@ func MustGet(tb testing.TB, c connector.Transport, from, to, key string, d *conn
 		tb.Fatalf("get %q: ok=%v err=%v", key, ok, err)
 	}
 	return v
+}
+
+// ParseDescriptor parses line, the descriptor of key a child printed (as
+// Roles.Put does), and fails the test unless it is one.
+func ParseDescriptor(tb testing.TB, line, key string) *connector.Descriptor {
+	tb.Helper()
+	d, err := descriptor.Parse([]byte(line), key)
+	if err != nil {
+		tb.Fatalf("descriptor %q: %v", line, err)
+	}
+	return d
 }
 
 // Missing fails the test unless a get of key misses without an error.
