@@ -20,7 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"omnishm/connector"
-	"omnishm/descriptor"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
@@ -67,11 +66,7 @@ const wait = 20 * time.Second
 func startProducer(t *testing.T, scope string, ringBytes int, key string, n, start int) (*shmtest.Proc, *connector.Descriptor) {
 	t.Helper()
 	p := shmtest.Start(t, "producer", scope, strconv.Itoa(ringBytes), key, strconv.Itoa(n), strconv.Itoa(start))
-	d, err := descriptor.Parse([]byte(p.Line(t, wait)), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, d
+	return p, conntest.ParseDescriptor(t, p.Line(t, wait), key)
 }
 
 func TestCrossProcessPutAndGet(t *testing.T) {

@@ -19,7 +19,6 @@ import (
 
 	"omnishm/connector"
 	"omnishm/descriptor"
-	"omnishm/frame"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
@@ -515,9 +514,7 @@ func TestPlainFormTakesTheRingWhenTheFrameDoesNotFit(t *testing.T) {
 	var payload map[string]any
 	for n := 1; n < 256 && payload == nil; n++ {
 		p := conntest.Codes(n, 0)
-		_, ferr := frame.Prepare(p, limit)
-		plain, _ := wire.Marshal(p)
-		if errors.Is(ferr, frame.ErrTooLarge) && len(plain) <= limit {
+		if frameSize(t, p) > limit && plainSize(t, p) <= limit {
 			payload = p
 		}
 	}
