@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"testing"
 
-	"omnishm/descriptor"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 )
@@ -17,9 +16,9 @@ func TestCrossProcessPutAndGet(t *testing.T) {
 	b := bucket(t)
 	// A child produces, the parent receives.
 	p := shmtest.Start(t, "put", ts.url(), b, "xproc", "56", "100")
-	d, err := descriptor.Parse([]byte(p.Line(t, wait)), "xproc")
-	if err != nil || d.Nats == nil {
-		t.Fatalf("descriptor %v: %v", d, err)
+	d := conntest.ParseDescriptor(t, p.Line(t, wait), "xproc")
+	if d.Nats == nil {
+		t.Fatalf("descriptor %v: not a NATS publication", d)
 	}
 	receiver := openConn(t, ts.url(), b, "1")
 	if got := conntest.CodesOf(t, conntest.MustGet(t, receiver, "0", "1", "xproc", d)); len(got) != 56 || got[0] != 100 || got[55] != 155 {
