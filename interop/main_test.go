@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"omnishm/connector"
-	"omnishm/descriptor"
 	"omnishm/frame"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
@@ -190,15 +189,6 @@ func getEventually(t *testing.T, c *connector.SHM, key string, d *connector.Desc
 func missing(t *testing.T, c *connector.SHM, key string, d *connector.Descriptor) {
 	t.Helper()
 	conntest.Missing(t, c, "0", "1", key, d)
-}
-
-func parseDesc(t *testing.T, line, key string) *connector.Descriptor {
-	t.Helper()
-	d, err := descriptor.Parse([]byte(line), key)
-	if err != nil {
-		t.Fatalf("descriptor %q: %v", line, err)
-	}
-	return d
 }
 
 func waitAbsent(t *testing.T, what string, paths ...string) {
