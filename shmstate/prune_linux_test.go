@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ func TestMain(m *testing.M) {
 	shmtest.Main(m, map[string]func([]string) int{
 		// idle is a process that lives until told to exit: a producer to kill.
 		"idle": func([]string) int {
-			shmtest.Say("%d", os.Getpid())
+			shmtest.Say("ready")
 			shmtest.Hear()
 			return 0
 		},
@@ -29,10 +28,8 @@ func TestMain(m *testing.M) {
 // deadProcess returns the pid and start time of a process that has exited.
 func deadProcess(t *testing.T) (int, uint64) {
 	p := shmtest.Start(t, "idle")
-	pid, err := strconv.Atoi(p.Line(t, 10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p.Expect(t, 10*time.Second, "ready")
+	pid := p.Pid()
 	start, err := proc.StartTime(pid)
 	if err != nil {
 		t.Fatal(err)
@@ -75,8 +72,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	deadPID, deadStart := deadProcess(t)
-	f.liveRing = f.names.EdgePrefix("0", "1") + strconv.Itoa(os.Getpid()) + "_aa"
-	f.deadRing = f.names.EdgePrefix("0", "1") + strconv.Itoa(deadPID) + "_bb"
+	f.liveRing = f.names.RingName("0", "1", os.Getpid(), "aa")
+	f.deadRing = f.names.RingName("0", "1", deadPID, "bb")
 	touch(t, filepath.Join(f.dir, f.liveRing), buildRing(4096, uint64(os.Getpid()), self, []frameSpec{
 		{key: "done", payload: 5, state: stateDone},
 		{key: "r1", payload: 50},
@@ -359,7 +356,7 @@ func TestPruneLeavesLinksAndStrangers(t *testing.T) {
 	if os.Geteuid() == 0 {
 		deadPID, deadStart := deadProcess(t)
 		n := scope.ForUID(os.Getuid(), "x", 1) // our names, their file
-		ring := filepath.Join(dir, n.EdgePrefix("0", "1")+strconv.Itoa(deadPID)+"_dd")
+		ring := filepath.Join(dir, n.RingName("0", "1", deadPID, "dd"))
 		touch(t, ring, buildRing(4096, uint64(deadPID), deadStart, nil), 0, now)
 		shmtest.Foreign(t, ring)
 		keep = append(keep, ring)
