@@ -126,6 +126,18 @@ func KeyFiles(dir, key string) []string {
 	return []string{filepath.Join(dir, key), filepath.Join(dir, scope.LockName(key))}
 }
 
+// Absent reports whether none of paths exists (links are not followed):
+// the condition to wait for with Eventually while another process removes
+// them.
+func Absent(paths ...string) bool {
+	for _, p := range paths {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			return false
+		}
+	}
+	return true
+}
+
 // AssertAbsent fails the test (and goes on) for each of paths that exists.
 func AssertAbsent(t testing.TB, paths ...string) {
 	t.Helper()
