@@ -5,7 +5,6 @@ package connector_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -132,15 +131,9 @@ func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
 			}
 			if d.HostRing != nil {
 				// Readers never unlink a producer's allocation.
-				if _, err := os.Stat(scope.Path(d.HostRing.Name)); err != nil {
-					t.Fatal(err)
-				}
+				shmtest.AssertPresent(t, scope.Path(d.HostRing.Name))
 			} else {
-				for _, p := range []string{scope.Path(key), scope.Path(scope.LockName(key))} {
-					if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
-						t.Fatalf("%s left after the claim: %v", p, err)
-					}
-				}
+				shmtest.AssertAbsent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
 			}
 		})
 	}
@@ -183,8 +176,7 @@ func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 		t.Fatalf("got %v: a dead producer's frame was delivered", got)
 	}
 	shmtest.Eventually(t, wait, "the watchdog to remove the dead producer's ring", func() bool {
-		_, err := os.Stat(scope.Path(old.HostRing.Name))
-		return errors.Is(err, os.ErrNotExist)
+		return shmtest.Absent(scope.Path(old.HostRing.Name))
 	})
 }
 
@@ -209,14 +201,7 @@ func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 	p.Kill()
 	// The watchdog removes them all, the ring's marker with the registry
 	// stamp update a receiver caches discovery on.
-	shmtest.Eventually(t, wait, "the killed producer's files to be removed", func() bool {
-		for _, f := range files {
-			if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
-				return false
-			}
-		}
-		return true
-	})
+	shmtest.Eventually(t, wait, "the killed producer's files to be removed", func() bool { return shmtest.Absent(files...) })
 	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	conntest.Missing(t, receiver, "0", "1", ringKey, nil)
 }
@@ -463,8 +448,5 @@ func TestOnlyOwnFIFOsAreTracked(t *testing.T) {
 	}
 	// A receiver that never put anything has a watchdog too, for its FIFO.
 	other.Kill()
-	shmtest.Eventually(t, wait, "the killed receiver's FIFO to be removed", func() bool {
-		_, err := os.Lstat(theirs[0])
-		return os.IsNotExist(err)
-	})
+	shmtest.Eventually(t, wait, "the killed receiver's FIFO to be removed", func() bool { return shmtest.Absent(theirs[0]) })
 }

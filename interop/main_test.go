@@ -193,14 +193,7 @@ func missing(t *testing.T, c *connector.SHM, key string, d *connector.Descriptor
 
 func waitAbsent(t *testing.T, what string, paths ...string) {
 	t.Helper()
-	shmtest.Eventually(t, wait, what, func() bool {
-		for _, p := range paths {
-			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
-				return false
-			}
-		}
-		return true
-	})
+	shmtest.Eventually(t, wait, what, func() bool { return shmtest.Absent(paths...) })
 }
 
 // markers lists the marker files of scope s.
