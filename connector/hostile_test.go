@@ -7,39 +7,23 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"omnishm/connector"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/scope"
-	"omnishm/tensor"
 )
 
 // Files anyone can plant in /dev/shm at a key's names (SPEC §6): each is a
 // miss for Get and for Recv, logged once by the connector, never an error
 // per call; nothing is read through it or removed.
-
-func openWarned(t testing.TB, s string, stage connector.Stage, ringBytes int) (*connector.SHM, *warnCounter) {
-	t.Helper()
-	warns := &warnCounter{}
-	c, err := connector.Open(connector.Options{WakeupScope: s, StageID: stage, HostRingBytes: ringBytes, Logger: slog.New(warns)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, warns
-}
 
 func TestPlantedFileAtAKeyIsAMiss(t *testing.T) {
 	cases := []struct {
@@ -56,9 +40,7 @@ func TestPlantedFileAtAKeyIsAMiss(t *testing.T) {
 			plantSymlink(t, lock)
 		}, false},
 		{"FIFO at the segment", func(t *testing.T, seg, lock string) {
-			if err := unix.Mkfifo(seg, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			shmtest.Mkfifo(t, seg)
 		}, false},
 		{"another user's segment", func(t *testing.T, seg, lock string) {
 			shmtest.Foreign(t, shmtest.WriteFile(t, seg, []byte("\xa5theirs")), shmtest.WriteFile(t, lock, nil))
@@ -69,14 +51,14 @@ func TestPlantedFileAtAKeyIsAMiss(t *testing.T) {
 			if c.root && os.Geteuid() != 0 {
 				t.Skip("needs root to make a file of another uid")
 			}
-			receiver, warns := openWarned(t, shmtest.Scope(t), "1", connector.NoRing)
+			receiver, warns := conntest.OpenWarned(t, shmtest.Scope(t), "1", connector.NoRing)
 			key := shmtest.Key("planted")
 			seg, lock := plantedKeyFiles(t, key)
 			c.plant(t, seg, lock)
 			for range 3 {
 				conntest.Missing(t, receiver, "0", "1", key, nil)
 			}
-			if n := warns.n.Load(); n != 1 {
+			if n := warns.Count(); n != 1 {
 				t.Fatalf("%d warnings after three gets, want one", n)
 			}
 			shmtest.AssertPresent(t, seg)
@@ -89,7 +71,7 @@ func TestPlantedFileAtAKeyIsAMiss(t *testing.T) {
 func TestRecvPastAPlantedSymlink(t *testing.T) {
 	s := shmtest.Scope(t)
 	sender := conntest.Open(t, s, "0", connector.NoRing)
-	receiver, warns := openWarned(t, s, "1", connector.NoRing)
+	receiver, warns := conntest.OpenWarned(t, s, "1", connector.NoRing)
 	key := shmtest.Key("planted-recv")
 	target := shmtest.WriteFile(t, scope.Path(key)+".target", []byte("\xa5their"))
 	t.Cleanup(func() { os.Remove(target); os.Remove(scope.Path(key)) })
@@ -107,7 +89,7 @@ func TestRecvPastAPlantedSymlink(t *testing.T) {
 		v, _, err := receiver.Recv(ctx, "0", key)
 		done <- result{v, err}
 	}()
-	shmtest.Eventually(t, wait, "Recv to meet the symlink", func() bool { return warns.n.Load() > 0 })
+	shmtest.Eventually(t, wait, "Recv to meet the symlink", func() bool { return warns.Count() > 0 })
 	conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(3, 9))
 	r := <-done
 	if r.err != nil {
@@ -116,7 +98,7 @@ func TestRecvPastAPlantedSymlink(t *testing.T) {
 	if got := conntest.CodesOf(t, r.v); got[0] != 9 {
 		t.Fatalf("got %v", got)
 	}
-	if n := warns.n.Load(); n != 1 {
+	if n := warns.Count(); n != 1 {
 		t.Fatalf("%d warnings, want one", n)
 	}
 	shmtest.AssertPresent(t, target)
@@ -140,9 +122,9 @@ func roleAsNobody(args []string) int {
 			c.Close()
 		}
 	}()
-	warns := &warnCounter{}
+	warns := &conntest.Warnings{}
 	open := func(stage connector.Stage) (*connector.SHM, error) {
-		c, err := connector.Open(connector.Options{WakeupScope: s, StageID: stage, HostRingBytes: hostileRing, PollInterval: time.Hour, Logger: slog.New(warns)})
+		c, err := connector.Open(connector.Options{WakeupScope: s, StageID: stage, HostRingBytes: hostileRing, PollInterval: time.Hour, Logger: warns.Logger()})
 		if err == nil {
 			opened = append(opened, c)
 		}
@@ -168,7 +150,7 @@ func roleAsNobody(args []string) int {
 			if err != nil || !ok {
 				return fmt.Errorf("get %s: ok=%v err=%v", key, ok, err)
 			}
-			if got, _ := tensor.Values[int64](v.(map[string]any)["codes"].(*tensor.Tensor)); len(got) != n || got[0] != int64(own) {
+			if got := conntest.ChildCodes(v); len(got) != n || got[0] != int64(own) {
 				return fmt.Errorf("get %s: %d values from %v", key, len(got), got[:1])
 			}
 		}
@@ -198,7 +180,7 @@ func roleAsNobody(args []string) int {
 			return 0
 		}
 	}
-	shmtest.Say("ok %d", warns.n.Load())
+	shmtest.Say("ok %d", warns.Count())
 	return 0
 }
 
@@ -310,14 +292,11 @@ func corruptRing(off int64, b []byte) func(tb testing.TB, s string) string {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(func() { planter.Close() })
-		if _, ok, err := planter.Put("0", "1", "planted", ring.KindBytes, 4, func(dst []byte) error { return nil }); !ok || err != nil {
+		d, ok, err := planter.Put("0", "1", "planted", ring.KindBytes, 4, func(dst []byte) error { return nil })
+		if !ok || err != nil {
 			tb.Fatalf("plant: ok=%v err=%v", ok, err)
 		}
-		planted, _ := filepath.Glob(scope.Path(names.EdgePrefix("0", "1")) + "*")
-		if len(planted) != 1 {
-			tb.Fatalf("rings %v, want the planted one", planted)
-		}
-		f, err := os.OpenFile(planted[0], os.O_RDWR, 0)
+		f, err := os.OpenFile(scope.Path(d.Name), os.O_RDWR, 0)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -359,7 +338,7 @@ func TestHostileFilesNextToALiveEdge(t *testing.T) {
 			s := shmtest.Scope(t)
 			planted := h.plant(t, s)
 			sender := conntest.Open(t, s, "0", hostileRing)
-			receiver, warns := openWarned(t, s, "1", hostileRing)
+			receiver, warns := conntest.OpenWarned(t, s, "1", hostileRing)
 			for i := range 10 {
 				for _, n := range []int{4, hostileRing} { // the ring, then per key
 					key := shmtest.Key("k" + strconv.Itoa(i) + "_" + strconv.Itoa(n))
@@ -371,7 +350,7 @@ func TestHostileFilesNextToALiveEdge(t *testing.T) {
 				}
 				conntest.Missing(t, receiver, "0", "1", planted, nil)
 			}
-			if n := warns.n.Load(); n != 1 {
+			if n := warns.Count(); n != 1 {
 				t.Fatalf("%d warnings, want one", n)
 			}
 		})
@@ -454,7 +433,7 @@ func BenchmarkHostileEdge(b *testing.B) {
 			}
 			s := shmtest.Scope(b)
 			planted := h.plant(b, s)
-			receiver, _ := openWarned(b, s, "1", hostileRing)
+			receiver, _ := conntest.OpenWarned(b, s, "1", hostileRing)
 			prefix := shmtest.Key("hostile")
 			p := shmtest.Start(b, "batchproducer", s, prefix)
 			if l := p.Line(b, wait); l != "ready" {

@@ -151,15 +151,6 @@ func refusing(t *testing.T, c *connector.SHM, key string, v any) {
 	})
 }
 
-func gone(t *testing.T, files []string) {
-	t.Helper()
-	for _, f := range files {
-		if _, err := os.Lstat(f); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s left after Shutdown: %v", f, err)
-		}
-	}
-}
-
 // With consumers in another process, Shutdown refuses new puts, waits
 // until they have claimed both publications, and returns nil.
 func TestShutdownWaitsForConsumers(t *testing.T) {
@@ -188,7 +179,7 @@ func TestShutdownWaitsForConsumers(t *testing.T) {
 	if err := result(t, done); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	gone(t, files)
+	shmtest.AssertAbsent(t, files...)
 	if _, _, err := sender.Put("0", "1", shmtest.Key("after"), conntest.Codes(1, 0)); !errors.Is(err, connector.ErrClosed) {
 		t.Fatalf("put after Shutdown: %v", err)
 	}
@@ -211,7 +202,7 @@ func TestShutdownWithoutConsumer(t *testing.T) {
 	if err := result(t, done); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Shutdown: %v, want context.Canceled", err)
 	}
-	gone(t, files)
+	shmtest.AssertAbsent(t, files...)
 	for _, k := range keys {
 		conntest.Missing(t, receiver, "0", "1", k, nil)
 	}

@@ -5,7 +5,6 @@ package connector_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +19,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"omnishm/connector"
-	"omnishm/descriptor"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
@@ -68,11 +65,7 @@ const wait = 20 * time.Second
 func startProducer(t *testing.T, scope string, ringBytes int, key string, n, start int) (*shmtest.Proc, *connector.Descriptor) {
 	t.Helper()
 	p := shmtest.Start(t, "producer", scope, strconv.Itoa(ringBytes), key, strconv.Itoa(n), strconv.Itoa(start))
-	d, err := descriptor.Parse([]byte(p.Line(t, wait)), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, d
+	return p, conntest.ParseDescriptor(t, p.Line(t, wait), key)
 }
 
 func TestCrossProcessPutAndGet(t *testing.T) {
@@ -129,7 +122,7 @@ func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
 			for _, g := range got {
 				if g == "miss" {
 					misses++
-				} else if !strings.HasPrefix(g, "[0,1,2,") || !strings.HasSuffix(g, ",55]") {
+				} else if g != conntest.CodesLine(56, 0) {
 					t.Fatalf("a reader got %s", g)
 				}
 			}
@@ -138,15 +131,9 @@ func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
 			}
 			if d.HostRing != nil {
 				// Readers never unlink a producer's allocation.
-				if _, err := os.Stat(scope.Path(d.HostRing.Name)); err != nil {
-					t.Fatal(err)
-				}
+				shmtest.AssertPresent(t, scope.Path(d.HostRing.Name))
 			} else {
-				for _, p := range []string{scope.Path(key), scope.Path(scope.LockName(key))} {
-					if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
-						t.Fatalf("%s left after the claim: %v", p, err)
-					}
-				}
+				shmtest.AssertAbsent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
 			}
 		})
 	}
@@ -189,8 +176,7 @@ func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 		t.Fatalf("got %v: a dead producer's frame was delivered", got)
 	}
 	shmtest.Eventually(t, wait, "the watchdog to remove the dead producer's ring", func() bool {
-		_, err := os.Stat(scope.Path(old.HostRing.Name))
-		return errors.Is(err, os.ErrNotExist)
+		return shmtest.Absent(scope.Path(old.HostRing.Name))
 	})
 }
 
@@ -215,14 +201,7 @@ func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 	p.Kill()
 	// The watchdog removes them all, the ring's marker with the registry
 	// stamp update a receiver caches discovery on.
-	shmtest.Eventually(t, wait, "the killed producer's files to be removed", func() bool {
-		for _, f := range files {
-			if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
-				return false
-			}
-		}
-		return true
-	})
+	shmtest.Eventually(t, wait, "the killed producer's files to be removed", func() bool { return shmtest.Absent(files...) })
 	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	conntest.Missing(t, receiver, "0", "1", ringKey, nil)
 }
@@ -469,8 +448,5 @@ func TestOnlyOwnFIFOsAreTracked(t *testing.T) {
 	}
 	// A receiver that never put anything has a watchdog too, for its FIFO.
 	other.Kill()
-	shmtest.Eventually(t, wait, "the killed receiver's FIFO to be removed", func() bool {
-		_, err := os.Lstat(theirs[0])
-		return os.IsNotExist(err)
-	})
+	shmtest.Eventually(t, wait, "the killed receiver's FIFO to be removed", func() bool { return shmtest.Absent(theirs[0]) })
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,7 +19,6 @@ import (
 
 	"omnishm/connector"
 	"omnishm/descriptor"
-	"omnishm/frame"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
@@ -524,9 +522,7 @@ func TestPlainFormTakesTheRingWhenTheFrameDoesNotFit(t *testing.T) {
 	var payload map[string]any
 	for n := 1; n < 256 && payload == nil; n++ {
 		p := conntest.Codes(n, 0)
-		_, ferr := frame.Prepare(p, limit)
-		plain, _ := wire.Marshal(p)
-		if errors.Is(ferr, frame.ErrTooLarge) && len(plain) <= limit {
+		if frameSize(t, p) > limit && plainSize(t, p) <= limit {
 			payload = p
 		}
 	}
@@ -634,26 +630,13 @@ func TestTensorFreePayloadOnBothPaths(t *testing.T) {
 	}
 }
 
-// warnCounter counts the warnings a connector logs.
-type warnCounter struct{ n atomic.Int32 }
-
-func (h *warnCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (h *warnCounter) Handle(_ context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelWarn {
-		h.n.Add(1)
-	}
-	return nil
-}
-func (h *warnCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *warnCounter) WithGroup(string) slog.Handler      { return h }
-
 // The seed's test_ring_setup_failure_keeps_connector_usable: a ring that
 // cannot be set up (here its registry is a plain file, so no marker can be
 // made) logs one warning for the edge, removes what it made, and the edge's
 // puts take the per-key path, which a receiver of the scope still reads.
 func TestRingSetupFailureKeepsConnectorUsable(t *testing.T) {
 	s := shmtest.Scope(t)
-	sender, warns := openWarned(t, s, "0", 4096)
+	sender, warns := conntest.OpenWarned(t, s, "0", 4096)
 	receiver := conntest.Open(t, s, "1", 4096)
 	registry := sender.Names().RingDir()
 	if err := os.WriteFile(registry, nil, 0o600); err != nil {
@@ -669,7 +652,7 @@ func TestRingSetupFailureKeepsConnectorUsable(t *testing.T) {
 			t.Fatalf("got %v", got)
 		}
 	}
-	if n := warns.n.Load(); n != 1 {
+	if n := warns.Count(); n != 1 {
 		t.Fatalf("%d warnings, want one for the edge", n)
 	}
 	if h := sender.Health(); h.HostRingPuts != 0 || h.HostRingFallbacks != 2 {

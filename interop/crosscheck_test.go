@@ -107,8 +107,8 @@ func TestMixedProducersShareTheRingDirectory(t *testing.T) {
 	py := startPeer(t, "put", s, "0", "1",
 		pk1, "1", hexFile(t, frameBytes(t, tensorPayload(1))),
 		pk2, "0", hexFile(t, plainBytes(t, plainPayload(2, false))))
-	pyRing := parseDesc(t, py.line(t), pk1).HostRing.Name
-	parseDesc(t, py.line(t), pk2)
+	pyRing := conntest.ParseDescriptor(t, py.line(t), pk1).HostRing.Name
+	conntest.ParseDescriptor(t, py.line(t), pk2)
 	py.expect(t, "ready")
 	sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
 	gk1, gk2 := shmtest.Key("go1"), shmtest.Key("go2")
@@ -203,7 +203,7 @@ func TestQuarterCapacityBoundary(t *testing.T) {
 			key, "0", hexFile(t, bytes.Repeat([]byte{7}, payload)),
 			key+"x", "0", hexFile(t, bytes.Repeat([]byte{7}, payload)),
 			"--ring-bytes", strconv.Itoa(capacity))
-		if d := parseDesc(t, py.line(t), key); d.HostRing == nil || d.HostRing.Size != payload {
+		if d := conntest.ParseDescriptor(t, py.line(t), key); d.HostRing == nil || d.HostRing.Size != payload {
 			t.Fatalf("Python refused %d bytes under a %d-byte key: %v", payload, len(key), d)
 		}
 		if l := py.line(t); l != "null" {

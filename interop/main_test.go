@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"omnishm/connector"
-	"omnishm/descriptor"
 	"omnishm/frame"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
@@ -192,25 +191,9 @@ func missing(t *testing.T, c *connector.SHM, key string, d *connector.Descriptor
 	conntest.Missing(t, c, "0", "1", key, d)
 }
 
-func parseDesc(t *testing.T, line, key string) *connector.Descriptor {
-	t.Helper()
-	d, err := descriptor.Parse([]byte(line), key)
-	if err != nil {
-		t.Fatalf("descriptor %q: %v", line, err)
-	}
-	return d
-}
-
 func waitAbsent(t *testing.T, what string, paths ...string) {
 	t.Helper()
-	shmtest.Eventually(t, wait, what, func() bool {
-		for _, p := range paths {
-			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
-				return false
-			}
-		}
-		return true
-	})
+	shmtest.Eventually(t, wait, what, func() bool { return shmtest.Absent(paths...) })
 }
 
 // markers lists the marker files of scope s.

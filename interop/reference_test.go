@@ -178,7 +178,7 @@ func TestReferenceVectorsThroughPythonRing(t *testing.T) {
 	}
 	py := startPeer(t, args...)
 	for _, v := range all {
-		if d := parseDesc(t, py.line(t), v.key); d.HostRing == nil {
+		if d := conntest.ParseDescriptor(t, py.line(t), v.key); d.HostRing == nil {
 			t.Fatalf("%s: not in the ring", v.key)
 		}
 	}

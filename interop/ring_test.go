@@ -63,7 +63,7 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 	descs := map[string]*connector.Descriptor{}
 	var ringName string
 	for _, key := range order {
-		d := parseDesc(t, py.line(t), key)
+		d := conntest.ParseDescriptor(t, py.line(t), key)
 		if d.HostRing == nil {
 			t.Fatalf("%s: Python put took no ring: %v", key, d)
 		}
@@ -256,7 +256,7 @@ func TestStaleDescriptor(t *testing.T) {
 		py := startPeer(t, "put", s, "0", "1",
 			key, "0", hexFile(t, plainBytes(t, plainPayload(1, false))),
 			key, "1", hexFile(t, frameBytes(t, tensorPayload(2))))
-		first, second := parseDesc(t, py.line(t), key), parseDesc(t, py.line(t), key)
+		first, second := conntest.ParseDescriptor(t, py.line(t), key), conntest.ParseDescriptor(t, py.line(t), key)
 		py.expect(t, "ready")
 		receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 		missing(t, receiver, key, first)
@@ -275,8 +275,8 @@ func TestDeadPythonProducer(t *testing.T) {
 	py := startPeer(t, "put", s, "0", "1",
 		alive, "0", hexFile(t, plainBytes(t, plainPayload(1, false))),
 		dead, "1", hexFile(t, frameBytes(t, tensorPayload(2))))
-	parseDesc(t, py.line(t), alive)
-	deadDesc := parseDesc(t, py.line(t), dead)
+	conntest.ParseDescriptor(t, py.line(t), alive)
+	deadDesc := conntest.ParseDescriptor(t, py.line(t), dead)
 	py.expect(t, "ready")
 	attached := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	got, _ := getEventually(t, attached, alive, nil)
@@ -302,8 +302,8 @@ func TestKilledGoProducer(t *testing.T) {
 	conntest.RemoveAtEnd(t, scope.New(s))
 	alive, dead := shmtest.Key("alive"), shmtest.Key("dead")
 	p := shmtest.Start(t, "goproducer", s, alive, dead)
-	aliveDesc := parseDesc(t, p.Line(t, wait), alive)
-	deadDesc := parseDesc(t, p.Line(t, wait), dead)
+	aliveDesc := conntest.ParseDescriptor(t, p.Line(t, wait), alive)
+	deadDesc := conntest.ParseDescriptor(t, p.Line(t, wait), dead)
 	if aliveDesc.HostRing == nil || deadDesc.HostRing == nil {
 		t.Fatalf("descriptors %v %v", aliveDesc, deadDesc)
 	}
@@ -341,7 +341,7 @@ func TestNoScopeMeansTheParentPid(t *testing.T) {
 	conntest.RemoveAtEnd(t, names)
 	key := shmtest.Key("noscope")
 	p := shmtest.Start(t, "goproducer", "", key)
-	d := parseDesc(t, p.Line(t, wait), key)
+	d := conntest.ParseDescriptor(t, p.Line(t, wait), key)
 	if d.HostRing == nil || !strings.HasPrefix(d.HostRing.Name, names.RingPrefix()) {
 		t.Fatalf("descriptor %v, want a ring named %s...", d, names.RingPrefix())
 	}
@@ -414,7 +414,7 @@ func TestPythonReceiverFollowsGoProducers(t *testing.T) {
 
 	k3 := shmtest.Key("child")
 	child := shmtest.Start(t, "goproducer", s, k3)
-	if d3 := parseDesc(t, child.Line(t, wait), k3); d3.HostRing == nil {
+	if d3 := conntest.ParseDescriptor(t, child.Line(t, wait), k3); d3.HostRing == nil {
 		t.Fatalf("child descriptor %v", d3)
 	}
 	claim(k3, tensorPayload(0))
@@ -444,7 +444,7 @@ func TestGoReceiverFollowsPythonProducers(t *testing.T) {
 		key := shmtest.Key("py")
 		want := tensorPayload(int64(i))
 		py := startPeer(t, "put", s, "0", "1", key, "1", hexFile(t, frameBytes(t, want)))
-		parseDesc(t, py.line(t), key)
+		conntest.ParseDescriptor(t, py.line(t), key)
 		py.expect(t, "ready")
 		got, _ := getEventually(t, receiver, key, nil)
 		checkTree(t, key, want, got)
@@ -557,7 +557,7 @@ func TestWrapAround(t *testing.T) {
 			key := shmtest.Key("wrap")
 			kind, data := wrapBytes(t, 0)
 			py := startPeer(t, "put", s, "0", "1", key, kind, hexFile(t, data), "--ring-bytes", strconv.Itoa(ringBytes))
-			d := parseDesc(t, py.line(t), key)
+			d := conntest.ParseDescriptor(t, py.line(t), key)
 			py.expect(t, "ready")
 			if got := inspect(t, d.HostRing.Name).Header.Capacity; got != capacity {
 				t.Fatalf("Python ring capacity %d, want %d", got, capacity)
@@ -574,7 +574,7 @@ func TestWrapAround(t *testing.T) {
 				if line == "null" {
 					t.Fatalf("Python ring refused put %d: Go's claims did not free it", i)
 				}
-				d := parseDesc(t, line, key)
+				d := conntest.ParseDescriptor(t, line, key)
 				gaps.add(t, key, d, capacity)
 				// The ring is attached: a new frame is seen at once.
 				got, _, ok, err := receiver.Get("0", "1", key, nil)
@@ -679,7 +679,7 @@ func TestPythonProducerToGoWaiters(t *testing.T) {
 
 	got := recvLater(t, receiver, first, 1)
 	py := startPeer(t, "put", s, "0", "1", first, "1", hexFile(t, frameBytes(t, want[first])), "--wake")
-	parseDesc(t, py.line(t), first)
+	conntest.ParseDescriptor(t, py.line(t), first)
 	if l := py.line(t); l != "ready" {
 		t.Fatal(l)
 	}
@@ -694,13 +694,13 @@ func TestPythonProducerToGoWaiters(t *testing.T) {
 
 	got = recvLater(t, receiver, second, 1)
 	py.send(t, "put "+second+" 0 "+hexFile(t, plainBytes(t, want[second])))
-	parseDesc(t, py.line(t), second)
+	conntest.ParseDescriptor(t, py.line(t), second)
 	m = <-got
 	checkTree(t, second, want[second], m.Payload)
 
 	got = recvLater(t, receiver, seg, 1)
 	segPeer := startPeer(t, "segput", seg, hexFile(t, plainBytes(t, want[seg])))
-	if d := parseDesc(t, segPeer.line(t), seg); d.Shm == nil {
+	if d := conntest.ParseDescriptor(t, segPeer.line(t), seg); d.Shm == nil {
 		t.Fatalf("segput descriptor %v", d)
 	}
 	m = <-got

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"omnishm/descriptor"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/scope"
@@ -116,7 +117,7 @@ func TestPythonRingProducerToGoRingTransport(t *testing.T) {
 	py := startPeer(t, "put", s, "0", "1", first, "0", hexFile(t, codes(0)), "--ring-bytes", "4096")
 	parseRing := func(key string) descriptor.RingHandle {
 		t.Helper()
-		d := parseDesc(t, py.line(t), key)
+		d := conntest.ParseDescriptor(t, py.line(t), key)
 		if d.HostRing == nil {
 			t.Fatalf("%s: Python put took no ring", key)
 		}

@@ -96,7 +96,7 @@ func TestPythonSegmentToGo(t *testing.T) {
 				args = append(args, "--wrap")
 			}
 			py := startPeer(t, args...)
-			d := parseDesc(t, py.line(t), key)
+			d := conntest.ParseDescriptor(t, py.line(t), key)
 			if d.Shm == nil || d.Shm.Name != key {
 				t.Fatalf("descriptor %v", d)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"omnishm/connector"
 	"omnishm/descriptor"
+	"omnishm/internal/conntest"
 )
 
 // waitClaimedAsync runs WaitClaimed in a goroutine; its result arrives on
@@ -43,7 +44,7 @@ func TestWaitClaimed(t *testing.T) {
 		snapshot  bool   // Claimed still tells afterwards
 		claimedIs bool
 	}{
-		{"claimed by a receiver", func(t *testing.T, _, r *Connector, key string) { mustGet(t, r, "0", "1", key, nil) }, "", true, true},
+		{"claimed by a receiver", func(t *testing.T, _, r *Connector, key string) { conntest.MustGet(t, r, "0", "1", key, nil) }, "", true, true},
 		{"received by Recv", func(t *testing.T, _, r *Connector, key string) {
 			if _, _, err := r.Recv(context.Background(), "0", key); err != nil {
 				t.Fatal(err)
@@ -61,13 +62,13 @@ func TestWaitClaimed(t *testing.T) {
 		}, "CleanupPrefix", true, false},
 		// The newer put replaced the marker-less publication: only a wait
 		// under way saw it happen.
-		{"replaced", func(t *testing.T, s, _ *Connector, key string) { mustPut(t, s, "0", "1", key, codes(1, 9)) }, "replaced", false, false},
+		{"replaced", func(t *testing.T, s, _ *Connector, key string) { conntest.MustPut(t, s, "0", "1", key, codes(1, 9)) }, "replaced", false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			sender, receiver := edge(t, ts)
 			key := "req-1_0_7"
-			d := mustPut(t, sender, "0", "1", key, codes(1, 1))
+			d := conntest.MustPut(t, sender, "0", "1", key, codes(1, 1))
 			if ok, err := sender.Claimed(d); ok || err != nil {
 				t.Fatalf("claimed before anything: %v %v", ok, err)
 			}
@@ -110,14 +111,14 @@ func TestWaitClaimedByAnotherConnectorAndItsContext(t *testing.T) {
 	ts := startServer(t)
 	sender, receiver := edge(t, ts)
 	other := openConn(t, ts.url(), sender.opts.Bucket, "")
-	d := mustPut(t, sender, "0", "1", "k", codes(1, 1))
+	d := conntest.MustPut(t, sender, "0", "1", "k", codes(1, 1))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := other.WaitClaimed(ctx, d); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("unclaimed: %v, want the context's deadline", err)
 	}
 	done := waitClaimedAsync(other, context.Background(), d)
-	mustGet(t, receiver, "0", "1", "k", &d)
+	conntest.MustGet(t, receiver, "0", "1", "k", &d)
 	if err := waitResult(t, done); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestWaitClaimedByAnotherConnectorAndItsContext(t *testing.T) {
 
 func TestClaimedRefusesOtherDescriptors(t *testing.T) {
 	sender, _ := edge(t, startServer(t))
-	d := mustPut(t, sender, "0", "1", "k", codes(1, 1))
+	d := conntest.MustPut(t, sender, "0", "1", "k", codes(1, 1))
 	otherBucket := *d.Nats
 	otherBucket.Bucket = "elsewhere"
 	badKey := *d.Nats
@@ -155,7 +156,7 @@ func TestClaimedRefusesOtherDescriptors(t *testing.T) {
 // or the connector as closed.
 func TestWaitClaimedEndsWithClose(t *testing.T) {
 	sender, _ := edge(t, startServer(t))
-	d := mustPut(t, sender, "0", "1", "k", codes(1, 1))
+	d := conntest.MustPut(t, sender, "0", "1", "k", codes(1, 1))
 	done := waitClaimedAsync(sender, context.Background(), d)
 	sender.Close()
 	if err := waitResult(t, done); !errors.Is(err, ErrClosed) && !errors.Is(err, ErrRetired) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/stream"
 )
@@ -57,8 +58,8 @@ func compete(t *testing.T, receivers []*Connector, keys []string, log *claimLog)
 				case err == nil:
 					log.add(key, r)
 					cancels[i]()
-					if got, err := valuesOf(v.(map[string]any)["codes"]); err != nil || got[0] != int64(i) {
-						t.Errorf("%s: got %v %v", key, got, err)
+					if got := conntest.ChildCodes(v); got[0] != int64(i) {
+						t.Errorf("%s: got %v", key, got)
 					}
 				case errors.Is(err, context.Canceled):
 				default:
@@ -93,7 +94,7 @@ func TestServerRestartMidStream(t *testing.T) {
 	// Half of the stream is put while nobody receives, then the server
 	// restarts with it unclaimed.
 	for i := range n / 2 {
-		mustPut(t, sender, "0", "1", keys[i], codes(1, int64(i)))
+		conntest.MustPut(t, sender, "0", "1", keys[i], codes(1, int64(i)))
 	}
 	ts.restart()
 
@@ -189,8 +190,8 @@ func TestClusterNodeStoppedMidStream(t *testing.T) {
 		if err != nil {
 			t.Fatalf("chunk %d: %v", i, err)
 		}
-		if got, err := valuesOf(chunk["codes"]); err != nil || got[0] != int64(i) {
-			t.Fatalf("chunk %d holds %v %v", i, got, err)
+		if got := conntest.CodesOf(t, chunk); got[0] != int64(i) {
+			t.Fatalf("chunk %d holds %v", i, got)
 		}
 	}
 	if err := <-sent; err != nil {
@@ -231,8 +232,8 @@ func TestUnreachableServer(t *testing.T) {
 	ts := startServer(t)
 	short := func(o *Options) { o.Timeout = 500 * time.Millisecond }
 	sender, receiver := edge(t, ts, short)
-	mustPut(t, sender, "0", "1", "before", codes(1, 1))
-	mustGet(t, receiver, "0", "1", "before", nil) // the receiver's watch is not started yet
+	conntest.MustPut(t, sender, "0", "1", "before", codes(1, 1))
+	conntest.MustGet(t, receiver, "0", "1", "before", nil) // the receiver's watch is not started yet
 	other := openConn(t, ts.url(), sender.opts.Bucket, "1", short)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 )
 
@@ -150,7 +151,7 @@ func TestLostClaimAnswerStillDelivers(t *testing.T) {
 	sender := openConn(t, ts.url(), b, "0")
 	p := startProxy(t, ts.s.Addr().String())
 	receiver := openConn(t, p.url(), b, "1", func(o *Options) { o.Timeout = 10 * time.Second })
-	mustPut(t, sender, "0", "1", "lost-answer", codes(2, 31))
+	conntest.MustPut(t, sender, "0", "1", "lost-answer", codes(2, 31))
 	cut := p.arm("KV-Operation: PURGE")
 	v, _, ok, err := receiver.Get("0", "1", "lost-answer", nil)
 	select {
@@ -158,10 +159,10 @@ func TestLostClaimAnswerStillDelivers(t *testing.T) {
 	default:
 		t.Fatalf("the proxy never cut the claim's connection (get: ok=%v err=%v)", ok, err)
 	}
-	if err != nil || !ok || values(t, v)[0] != 31 {
+	if err != nil || !ok || conntest.CodesOf(t, v)[0] != 31 {
 		t.Fatalf("get across a lost answer: ok=%v v=%v err=%v", ok, v, err)
 	}
-	missing(t, sender, "0", "1", "lost-answer", nil)
+	conntest.Missing(t, sender, "0", "1", "lost-answer", nil)
 	if h := receiver.Health(); h.Gets != 1 || h.RemoteClaimsLost != 0 || h.RemoteReconnects == 0 {
 		t.Fatalf("health %+v", h)
 	}
@@ -198,7 +199,7 @@ func TestLostPutAnswerAfterAClaimIsNotPutTwice(t *testing.T) {
 		got = v
 		return ok
 	})
-	if values(t, got)[0] != 77 {
+	if conntest.CodesOf(t, got)[0] != 77 {
 		t.Fatalf("claimed %v", got)
 	}
 	ts.restart()
@@ -211,7 +212,7 @@ func TestLostPutAnswerAfterAClaimIsNotPutTwice(t *testing.T) {
 		t.Fatalf("descriptor %v", r.d)
 	}
 	// Nothing new to claim: the put was not made twice.
-	missing(t, receiver, "0", "1", "lost-put", nil)
+	conntest.Missing(t, receiver, "0", "1", "lost-put", nil)
 	nc, js := client(t, ts.url())
 	defer nc.Close()
 	s, err := js.Stream(context.Background(), "KV_"+b)

@@ -34,10 +34,10 @@ func TestPutGet(t *testing.T) {
 	if d.Nats == nil || d.Size != size || d.Nats.Size != size || d.Nats.Revision == 0 || d.Nats.Key != "0.1.req-1_0_0" || d.Nats.Object != "" {
 		t.Fatalf("descriptor %v, size %d", d, size)
 	}
-	if got := values(t, mustGet(t, receiver, "0", "1", "req-1_0_0", &d)); len(got) != 56 || got[0] != 100 || got[55] != 155 {
+	if got := conntest.CodesOf(t, conntest.MustGet(t, receiver, "0", "1", "req-1_0_0", &d)); len(got) != 56 || got[0] != 100 || got[55] != 155 {
 		t.Fatalf("got %v", got)
 	}
-	missing(t, receiver, "0", "1", "req-1_0_0", nil)
+	conntest.Missing(t, receiver, "0", "1", "req-1_0_0", nil)
 	if h := receiver.Health(); h.Gets != 1 || h.RemoteClaimsLost != 0 {
 		t.Fatalf("receiver health %+v", h)
 	}
@@ -64,7 +64,7 @@ func TestPayloadBytesAreTheRings(t *testing.T) {
 		payload any
 		kind    string
 	}{{"plain", plain, kindBytes}, {"tensors", framed, kindTensors}} {
-		d := mustPut(t, sender, "0", "1", c.name, c.payload)
+		d := conntest.MustPut(t, sender, "0", "1", c.name, c.payload)
 		e, err := kv.Get(context.Background(), d.Nats.Key)
 		if err != nil {
 			t.Fatal(err)
@@ -83,9 +83,9 @@ func TestPayloadBytesAreTheRings(t *testing.T) {
 				t.Fatal("plain payload is not wire.Marshal's bytes")
 			}
 		}
-		got := mustGet(t, receiver, "0", "1", c.name, &d)
+		got := conntest.MustGet(t, receiver, "0", "1", c.name, &d)
 		if c.kind == kindTensors {
-			if v := values(t, got); !slices.Equal(v, []int64{1, 2, 3, 4}) {
+			if v := conntest.CodesOf(t, got); !slices.Equal(v, []int64{1, 2, 3, 4}) {
 				t.Fatalf("codes %v", v)
 			}
 		} else if m := got.(map[string]any); m["text"] != "hello" || !bytes.Equal(m["blob"].([]byte), []byte{0, 1, 2}) {
@@ -97,9 +97,9 @@ func TestPayloadBytesAreTheRings(t *testing.T) {
 func TestSourceCanBeReusedAsSoonAsPutReturns(t *testing.T) {
 	sender, receiver := edge(t, startServer(t))
 	src, _ := tensor.FromSlice([]int64{1, 2, 3})
-	mustPut(t, sender, "0", "1", "reuse", map[string]any{"codes": src})
+	conntest.MustPut(t, sender, "0", "1", "reuse", map[string]any{"codes": src})
 	clear(src.Data)
-	if got := values(t, mustGet(t, receiver, "0", "1", "reuse", nil)); !slices.Equal(got, []int64{1, 2, 3}) {
+	if got := conntest.CodesOf(t, conntest.MustGet(t, receiver, "0", "1", "reuse", nil)); !slices.Equal(got, []int64{1, 2, 3}) {
 		t.Fatalf("got %v", got)
 	}
 }
@@ -107,22 +107,22 @@ func TestSourceCanBeReusedAsSoonAsPutReturns(t *testing.T) {
 func TestReplaceUnclaimed(t *testing.T) {
 	ts := startServer(t)
 	sender, receiver := edge(t, ts)
-	mustPut(t, sender, "0", "1", "again", codes(3, 1))
-	mustPut(t, sender, "0", "1", "again", codes(3, 2))
+	conntest.MustPut(t, sender, "0", "1", "again", codes(3, 1))
+	conntest.MustPut(t, sender, "0", "1", "again", codes(3, 2))
 	if got := first(t, receiver, "0", "1", "again", nil); got != 2 {
 		t.Fatalf("got %v, want the second put", got)
 	}
-	missing(t, receiver, "0", "1", "again", nil)
+	conntest.Missing(t, receiver, "0", "1", "again", nil)
 	// Another producer's put replaces too: one bucket, one entry per key.
 	other := openConn(t, ts.url(), sender.opts.Bucket, "0")
-	mustPut(t, sender, "0", "1", "again", codes(3, 3))
-	mustPut(t, other, "0", "1", "again", codes(3, 4))
+	conntest.MustPut(t, sender, "0", "1", "again", codes(3, 3))
+	conntest.MustPut(t, other, "0", "1", "again", codes(3, 4))
 	if got := first(t, receiver, "0", "1", "again", nil); got != 4 {
 		t.Fatalf("got %v, want the other producer's put", got)
 	}
 	// Edges are apart: the same key on another edge is another entry.
-	mustPut(t, sender, "0", "2", "again", codes(3, 5))
-	missing(t, receiver, "0", "1", "again", nil)
+	conntest.MustPut(t, sender, "0", "2", "again", codes(3, 5))
+	conntest.Missing(t, receiver, "0", "1", "again", nil)
 	if got := first(t, receiver, "0", "2", "again", nil); got != 5 {
 		t.Fatalf("edge 0->2 got %v", got)
 	}
@@ -130,25 +130,25 @@ func TestReplaceUnclaimed(t *testing.T) {
 
 func TestStaleDescriptorNeverReadsANewerPublication(t *testing.T) {
 	sender, receiver := edge(t, startServer(t))
-	old := mustPut(t, sender, "0", "1", "stale", codes(3, 1))
-	fresh := mustPut(t, sender, "0", "1", "stale", codes(3, 2))
+	old := conntest.MustPut(t, sender, "0", "1", "stale", codes(3, 1))
+	fresh := conntest.MustPut(t, sender, "0", "1", "stale", codes(3, 2))
 	if fresh.Nats.Revision <= old.Nats.Revision {
 		t.Fatalf("revisions %d then %d", old.Nats.Revision, fresh.Nats.Revision)
 	}
-	missing(t, receiver, "0", "1", "stale", &old)
+	conntest.Missing(t, receiver, "0", "1", "stale", &old)
 	if got := first(t, receiver, "0", "1", "stale", &fresh); got != 2 {
 		t.Fatalf("got %v", got)
 	}
 	// Claimed, then put again: the claimed one's descriptor still misses,
 	// and leaves the new publication alone.
-	newest := mustPut(t, sender, "0", "1", "stale", codes(3, 3))
-	missing(t, receiver, "0", "1", "stale", &fresh)
-	missing(t, receiver, "0", "1", "stale", &old)
+	newest := conntest.MustPut(t, sender, "0", "1", "stale", codes(3, 3))
+	conntest.Missing(t, receiver, "0", "1", "stale", &fresh)
+	conntest.Missing(t, receiver, "0", "1", "stale", &old)
 	if got := first(t, receiver, "0", "1", "stale", &newest); got != 3 {
 		t.Fatalf("got %v", got)
 	}
 	// Through JSON, as descriptors travel between stages.
-	d := mustPut(t, sender, "0", "1", "stale", codes(3, 4))
+	d := conntest.MustPut(t, sender, "0", "1", "stale", codes(3, 4))
 	parsed, err := descriptor.Parse([]byte(`{"stale": `+d.String()+`}`), "stale")
 	if err != nil {
 		t.Fatal(err)
@@ -160,11 +160,11 @@ func TestStaleDescriptorNeverReadsANewerPublication(t *testing.T) {
 
 func TestDescriptorsOfOtherPublications(t *testing.T) {
 	sender, receiver := edge(t, startServer(t))
-	d := mustPut(t, sender, "0", "1", "mine", codes(3, 1))
+	d := conntest.MustPut(t, sender, "0", "1", "mine", codes(3, 1))
 	otherBucket := d
 	otherBucket.Nats = &descriptor.NatsHandle{Bucket: "elsewhere", Key: d.Nats.Key, Revision: d.Nats.Revision, Size: d.Size}
-	missing(t, receiver, "0", "1", "mine", &otherBucket)
-	missing(t, receiver, "0", "1", "yours", &d) // names "mine"
+	conntest.Missing(t, receiver, "0", "1", "mine", &otherBucket)
+	conntest.Missing(t, receiver, "0", "1", "yours", &d) // names "mine"
 	shm := Descriptor{Shm: &connector.ShmHandle{Name: "mine", Size: 3}, Size: 3}
 	if _, _, _, err := receiver.Get("0", "1", "mine", &shm); !errors.Is(err, descriptor.ErrBad) {
 		t.Fatalf("shm descriptor: %v", err)
@@ -178,19 +178,19 @@ func TestCleanupAndCleanupPrefixExactness(t *testing.T) {
 	ts := startServer(t)
 	sender, receiver := edge(t, ts)
 	for i, k := range []string{"req_0_1", "req_0_12", "req_0_1x", "request_0_1", "req_0_", "req_0_7", "req_1_3"} {
-		mustPut(t, sender, "0", "1", k, codes(1, int64(i)))
+		conntest.MustPut(t, sender, "0", "1", k, codes(1, int64(i)))
 	}
-	mustPut(t, sender, "0", "2", "req_0_5", codes(1, 50)) // another edge: retired too
-	mustGet(t, receiver, "0", "1", "req_0_7", nil)        // claimed: not the producer's to retire
+	conntest.MustPut(t, sender, "0", "2", "req_0_5", codes(1, 50)) // another edge: retired too
+	conntest.MustGet(t, receiver, "0", "1", "req_0_7", nil)        // claimed: not the producer's to retire
 	if n := sender.CleanupPrefix("req_0_"); n != 3 {
 		t.Fatalf("cleanup_prefix retired %d, want 3 (req_0_1, req_0_12, req_0_5 on 0->2)", n)
 	}
 	for _, k := range []string{"req_0_1", "req_0_12", "req_0_7"} {
-		missing(t, receiver, "0", "1", k, nil)
+		conntest.Missing(t, receiver, "0", "1", k, nil)
 	}
-	missing(t, receiver, "0", "2", "req_0_5", nil)
+	conntest.Missing(t, receiver, "0", "2", "req_0_5", nil)
 	for _, k := range []string{"req_0_1x", "request_0_1", "req_0_"} {
-		mustGet(t, receiver, "0", "1", k, nil)
+		conntest.MustGet(t, receiver, "0", "1", k, nil)
 	}
 	if n := sender.CleanupPrefix("req_0_"); n != 0 {
 		t.Fatalf("second cleanup_prefix retired %d", n)
@@ -202,34 +202,34 @@ func TestCleanupAndCleanupPrefixExactness(t *testing.T) {
 	if sender.Cleanup("req_1_3") {
 		t.Fatal("a second cleanup reported a retirement")
 	}
-	missing(t, receiver, "0", "1", "req_1_3", nil)
+	conntest.Missing(t, receiver, "0", "1", "req_1_3", nil)
 	// Another producer's publication is not this one's to retire.
 	other := openConn(t, ts.url(), sender.opts.Bucket, "0")
-	mustPut(t, other, "0", "1", "theirs", codes(1, 9))
+	conntest.MustPut(t, other, "0", "1", "theirs", codes(1, 9))
 	if sender.Cleanup("theirs") || sender.CleanupPrefix("the") != 0 {
 		t.Fatal("retired another producer's publication")
 	}
-	mustGet(t, receiver, "0", "1", "theirs", nil)
+	conntest.MustGet(t, receiver, "0", "1", "theirs", nil)
 	// An empty prefix selects the all-digit keys, as the ring's does.
-	mustPut(t, sender, "0", "1", "42", codes(1, 0))
-	mustPut(t, sender, "0", "1", "x42", codes(1, 0))
+	conntest.MustPut(t, sender, "0", "1", "42", codes(1, 0))
+	conntest.MustPut(t, sender, "0", "1", "x42", codes(1, 0))
 	if n := sender.CleanupPrefix(""); n != 1 {
 		t.Fatalf("cleanup_prefix(\"\") retired %d", n)
 	}
-	mustGet(t, receiver, "0", "1", "x42", nil)
+	conntest.MustGet(t, receiver, "0", "1", "x42", nil)
 }
 
 // A replace after a claim is a put like any other; a replace before it
 // retires the replaced put's object at once.
 func TestCleanupAfterReplaceRetiresTheNewest(t *testing.T) {
 	sender, receiver := edge(t, startServer(t))
-	mustPut(t, sender, "0", "1", "r", codes(1, 1))
-	mustGet(t, receiver, "0", "1", "r", nil)
-	mustPut(t, sender, "0", "1", "r", codes(1, 2))
+	conntest.MustPut(t, sender, "0", "1", "r", codes(1, 1))
+	conntest.MustGet(t, receiver, "0", "1", "r", nil)
+	conntest.MustPut(t, sender, "0", "1", "r", codes(1, 2))
 	if !sender.Cleanup("r") {
 		t.Fatal("the put after the claim was not retired")
 	}
-	missing(t, receiver, "0", "1", "r", nil)
+	conntest.Missing(t, receiver, "0", "1", "r", nil)
 }
 
 func TestKeysNATSCannotHold(t *testing.T) {
@@ -239,7 +239,7 @@ func TestKeysNATSCannotHold(t *testing.T) {
 	edges := [][2]string{{"0", "1"}, {"encoder", "decoder.v2"}, {"", "1"}}
 	for i, k := range keys {
 		for j, e := range edges {
-			mustPut(t, sender, e[0], e[1], k, codes(1, int64(10*i+j)))
+			conntest.MustPut(t, sender, e[0], e[1], k, codes(1, int64(10*i+j)))
 		}
 	}
 	for i, k := range keys {
@@ -301,7 +301,7 @@ func TestLargePayloadGoesThroughTheObjectStore(t *testing.T) {
 		} else if !m["hidden"].(*tensor.Tensor).Equal(hidden) || !m["codes"].(*tensor.Tensor).Equal(small.(*tensor.Tensor)) {
 			t.Fatal("tensors differ")
 		}
-		missing(t, receiver, "0", "1", c.name, nil)
+		conntest.Missing(t, receiver, "0", "1", c.name, nil)
 		// The claimer deletes the object.
 		shmtest.Eventually(t, wait, "the claimed object to be deleted", func() bool {
 			_, err := sender.objects.GetInfo(context.Background(), d.Nats.Object)
@@ -319,7 +319,7 @@ func TestLargePayloadGoesThroughTheObjectStore(t *testing.T) {
 func TestObjectStorePayloadIsChecked(t *testing.T) {
 	ts := startServer(t, smallMessages)
 	sender, receiver := edge(t, ts)
-	d := mustPut(t, sender, "0", "1", "tampered", map[string]any{"hidden": big(50_000, 1)})
+	d := conntest.MustPut(t, sender, "0", "1", "tampered", map[string]any{"hidden": big(50_000, 1)})
 	// Someone rewrites the object behind the entry's back.
 	meta := jetstream.ObjectMeta{Name: d.Nats.Object, Opts: &jetstream.ObjectMetaOptions{ChunkSize: 32 << 10}}
 	if _, err := sender.objects.Put(context.Background(), meta, bytes.NewReader(make([]byte, 200_016))); err != nil {
@@ -333,22 +333,22 @@ func TestObjectStorePayloadIsChecked(t *testing.T) {
 func TestReplacingAnObjectPayloadDeletesTheReplacedObject(t *testing.T) {
 	ts := startServer(t, smallMessages)
 	sender, receiver := edge(t, ts)
-	first := mustPut(t, sender, "0", "1", "big", map[string]any{"hidden": big(30_000, 1)})
-	second := mustPut(t, sender, "0", "1", "big", map[string]any{"hidden": big(30_000, 2)})
+	first := conntest.MustPut(t, sender, "0", "1", "big", map[string]any{"hidden": big(30_000, 1)})
+	second := conntest.MustPut(t, sender, "0", "1", "big", map[string]any{"hidden": big(30_000, 2)})
 	shmtest.Eventually(t, wait, "the replaced object to be deleted", func() bool {
 		_, err := sender.objects.GetInfo(context.Background(), first.Nats.Object)
 		return errors.Is(err, jetstream.ErrObjectNotFound)
 	})
-	got := mustGet(t, receiver, "0", "1", "big", nil).(map[string]any)["hidden"].(*tensor.Tensor)
+	got := conntest.MustGet(t, receiver, "0", "1", "big", nil).(map[string]any)["hidden"].(*tensor.Tensor)
 	if !got.Equal(big(30_000, 2)) {
 		t.Fatal("got the replaced payload")
 	}
 	// A claim before the replace: the claimer's object stays its own.
-	third := mustPut(t, sender, "0", "1", "big", map[string]any{"hidden": big(30_000, 3)})
+	third := conntest.MustPut(t, sender, "0", "1", "big", map[string]any{"hidden": big(30_000, 3)})
 	if _, _, ok, err := receiver.Get("0", "1", "big", &second); ok || err != nil {
 		t.Fatalf("the claimed descriptor: ok=%v err=%v", ok, err)
 	}
-	mustGet(t, receiver, "0", "1", "big", &third)
+	conntest.MustGet(t, receiver, "0", "1", "big", &third)
 }
 
 func TestRecvIsWokenByTheWatch(t *testing.T) {
@@ -366,10 +366,10 @@ func TestRecvIsWokenByTheWatch(t *testing.T) {
 	// has no timer, and the connection stays up).
 	shmtest.Eventually(t, wait, "Recv to sleep on the watch", func() bool { return receiver.asleep.Load() == 1 })
 	gets := receiver.Health().Gets
-	mustPut(t, sender, "0", "1", "woken", codes(2, 42))
+	conntest.MustPut(t, sender, "0", "1", "woken", codes(2, 42))
 	select {
 	case r := <-done:
-		if r.err != nil || values(t, r.v)[0] != 42 {
+		if r.err != nil || conntest.CodesOf(t, r.v)[0] != 42 {
 			t.Fatalf("recv: %v %v", r.v, r.err)
 		}
 	case <-time.After(wait):
@@ -384,19 +384,19 @@ func TestRecvIsWokenByTheWatch(t *testing.T) {
 		done <- result{v, err}
 	}()
 	shmtest.Eventually(t, wait, "Recv to sleep again", func() bool { return receiver.asleep.Load() == 1 })
-	mustPut(t, sender, "0", "1", "other", codes(1, 0))
-	mustPut(t, sender, "0", "1", "woken-2", codes(1, 7))
-	if r := <-done; r.err != nil || values(t, r.v)[0] != 7 {
+	conntest.MustPut(t, sender, "0", "1", "other", codes(1, 0))
+	conntest.MustPut(t, sender, "0", "1", "woken-2", codes(1, 7))
+	if r := <-done; r.err != nil || conntest.CodesOf(t, r.v)[0] != 7 {
 		t.Fatalf("recv: %v %v", r.v, r.err)
 	}
-	mustGet(t, receiver, "0", "1", "other", nil)
+	conntest.MustGet(t, receiver, "0", "1", "other", nil)
 }
 
 func TestRecvFindsAnEarlierPutAndEndsWithItsContext(t *testing.T) {
 	sender, receiver := edge(t, startServer(t))
-	mustPut(t, sender, "0", "1", "early", codes(1, 5))
+	conntest.MustPut(t, sender, "0", "1", "early", codes(1, 5))
 	v, _, err := receiver.Recv(context.Background(), "0", "early")
-	if err != nil || values(t, v)[0] != 5 {
+	if err != nil || conntest.CodesOf(t, v)[0] != 5 {
 		t.Fatalf("recv: %v %v", v, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -417,7 +417,7 @@ func TestRecvFindsAnEarlierPutAndEndsWithItsContext(t *testing.T) {
 	if _, _, ok, err := receiver.GetWithDeadline("0", "1", "x", nil, time.Now().Add(-time.Second)); ok || err != nil {
 		t.Fatalf("past deadline: ok=%v err=%v", ok, err)
 	}
-	mustPut(t, sender, "0", "1", "late", codes(1, 6))
+	conntest.MustPut(t, sender, "0", "1", "late", codes(1, 6))
 	if _, _, ok, err := receiver.GetWithDeadline("0", "1", "late", nil, time.Now().Add(wait)); !ok || err != nil {
 		t.Fatalf("deadline get: ok=%v err=%v", ok, err)
 	}
@@ -450,8 +450,8 @@ func TestRecvTimeoutSaysWhatItSaw(t *testing.T) {
 			}
 		}
 	}
-	mustPut(t, sender, "0", "1", "other", codes(1, 1))
-	mustPut(t, sender, "0", "2", "k", codes(1, 2))
+	conntest.MustPut(t, sender, "0", "1", "other", codes(1, 1))
+	conntest.MustPut(t, sender, "0", "2", "k", codes(1, 2))
 	b := receiver.opts.Bucket
 	te := recvTimeout("k")
 	if te.From != "0" || te.To != "1" || te.Key != "k" {
@@ -461,8 +461,8 @@ func TestRecvTimeoutSaysWhatItSaw(t *testing.T) {
 		"no entry for the key", "1 unclaimed publication of another key on the edge (other)",
 		"the key unclaimed on edge 0->2", "other buckets on the server (")
 
-	mustPut(t, sender, "0", "1", "k", codes(1, 3))
-	mustGet(t, openConn(t, ts.url(), b, "1"), "0", "1", "k", nil)
+	conntest.MustPut(t, sender, "0", "1", "k", codes(1, 3))
+	conntest.MustGet(t, openConn(t, ts.url(), b, "1"), "0", "1", "k", nil)
 	contains(recvTimeout("k"), "claimed already")
 
 	_, js := client(t, ts.url())
@@ -511,7 +511,7 @@ func TestConcurrentReceiversClaimEachPublicationOnce(t *testing.T) {
 					mu.Lock()
 					claims[key] = append(claims[key], r)
 					mu.Unlock()
-					if got := values(t, v); got[0] != int64(i) {
+					if got := conntest.CodesOf(t, v); got[0] != int64(i) {
 						t.Errorf("%s: got %v", key, got)
 					}
 				} else if !errors.Is(err, context.Canceled) {
@@ -521,7 +521,7 @@ func TestConcurrentReceiversClaimEachPublicationOnce(t *testing.T) {
 		}()
 	}
 	for i := range keys {
-		mustPut(t, sender, "0", "1", fmt.Sprintf("race_%d", i), codes(1, int64(i)))
+		conntest.MustPut(t, sender, "0", "1", fmt.Sprintf("race_%d", i), codes(1, int64(i)))
 	}
 	wg.Wait()
 	for i := range keys {
@@ -534,8 +534,8 @@ func TestConcurrentReceiversClaimEachPublicationOnce(t *testing.T) {
 func TestUnclaimedPayloadsExpire(t *testing.T) {
 	ts := startServer(t, smallMessages)
 	sender, receiver := edge(t, ts, func(o *Options) { o.MaxAge = time.Second })
-	d := mustPut(t, sender, "0", "1", "old", codes(1, 1))
-	large := mustPut(t, sender, "0", "1", "old-large", map[string]any{"hidden": big(30_000, 1)})
+	d := conntest.MustPut(t, sender, "0", "1", "old", codes(1, 1))
+	large := conntest.MustPut(t, sender, "0", "1", "old-large", map[string]any{"hidden": big(30_000, 1)})
 	nc, js := client(t, ts.url())
 	defer nc.Close()
 	kv, err := js.KeyValue(context.Background(), sender.opts.Bucket)
@@ -551,22 +551,22 @@ func TestUnclaimedPayloadsExpire(t *testing.T) {
 		_, err := sender.objects.GetInfo(context.Background(), large.Nats.Object)
 		return errors.Is(err, jetstream.ErrObjectNotFound)
 	})
-	missing(t, receiver, "0", "1", "old", nil)
-	missing(t, receiver, "0", "1", "old-large", nil)
+	conntest.Missing(t, receiver, "0", "1", "old", nil)
+	conntest.Missing(t, receiver, "0", "1", "old-large", nil)
 }
 
 func TestCloseRetiresUnclaimedPublications(t *testing.T) {
 	sender, receiver := edge(t, startServer(t))
-	mustPut(t, sender, "0", "1", "left", codes(1, 1))
-	mustPut(t, sender, "0", "1", "taken", codes(1, 2))
-	mustGet(t, receiver, "0", "1", "taken", nil)
+	conntest.MustPut(t, sender, "0", "1", "left", codes(1, 1))
+	conntest.MustPut(t, sender, "0", "1", "taken", codes(1, 2))
+	conntest.MustGet(t, receiver, "0", "1", "taken", nil)
 	if err := sender.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := sender.Close(); err != nil {
 		t.Fatal("second close:", err)
 	}
-	missing(t, receiver, "0", "1", "left", nil)
+	conntest.Missing(t, receiver, "0", "1", "left", nil)
 	if _, _, err := sender.Put("0", "1", "after", codes(1, 0)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("put after close: %v", err)
 	}
@@ -596,9 +596,9 @@ connectors:
 		t.Fatalf("options %+v\nwant    %+v", c.Options(), want)
 	}
 	sender := openConn(t, ts.url(), b, "0", func(o *Options) { o.Memory = true })
-	mustPut(t, sender, "0", "1", "configured", codes(1, 3))
+	conntest.MustPut(t, sender, "0", "1", "configured", codes(1, 3))
 	v, _, err := tr.Recv(context.Background(), "0", "configured")
-	if err != nil || values(t, v)[0] != 3 {
+	if err != nil || conntest.CodesOf(t, v)[0] != 3 {
 		t.Fatalf("recv: %v %v", v, err)
 	}
 	bad := remote
@@ -619,23 +619,23 @@ func TestDeliveredPublicationsAreClaimedFromTheWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	remembered := func(key string) bool { _, ok := w.remembered(receiver.subject("0", "1", key)); return ok }
-	mustPut(t, sender, "0", "1", "early", codes(1, 1))
+	conntest.MustPut(t, sender, "0", "1", "early", codes(1, 1))
 	shmtest.Eventually(t, wait, "the watch to deliver the put", func() bool { return remembered("early") })
 	v, _, err := receiver.Recv(context.Background(), "0", "early")
-	if err != nil || values(t, v)[0] != 1 {
+	if err != nil || conntest.CodesOf(t, v)[0] != 1 {
 		t.Fatalf("recv: %v %v", v, err)
 	}
 	if remembered("early") {
 		t.Fatal("a claimed publication is still remembered")
 	}
-	mustPut(t, sender, "0", "1", "taken", codes(1, 2))
+	conntest.MustPut(t, sender, "0", "1", "taken", codes(1, 2))
 	shmtest.Eventually(t, wait, "the watch to deliver the put", func() bool { return remembered("taken") })
-	mustGet(t, other, "0", "1", "taken", nil)
-	missing(t, receiver, "0", "1", "taken", nil)
+	conntest.MustGet(t, other, "0", "1", "taken", nil)
+	conntest.Missing(t, receiver, "0", "1", "taken", nil)
 	shmtest.Eventually(t, wait, "the watch to see the claim", func() bool { return !remembered("taken") })
 	// A replace is remembered in place of what it replaced.
-	mustPut(t, sender, "0", "1", "twice", codes(1, 3))
-	d := mustPut(t, sender, "0", "1", "twice", codes(1, 4))
+	conntest.MustPut(t, sender, "0", "1", "twice", codes(1, 3))
+	d := conntest.MustPut(t, sender, "0", "1", "twice", codes(1, 4))
 	shmtest.Eventually(t, wait, "the watch to deliver the replace", func() bool {
 		e, ok := w.remembered(receiver.subject("0", "1", "twice"))
 		return ok && e.seq == d.Nats.Revision

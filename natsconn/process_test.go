@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"omnishm/descriptor"
+	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 )
 
@@ -16,25 +16,25 @@ func TestCrossProcessPutAndGet(t *testing.T) {
 	b := bucket(t)
 	// A child produces, the parent receives.
 	p := shmtest.Start(t, "put", ts.url(), b, "xproc", "56", "100")
-	d, err := descriptor.Parse([]byte(p.Line(t, wait)), "xproc")
-	if err != nil || d.Nats == nil {
-		t.Fatalf("descriptor %v: %v", d, err)
+	d := conntest.ParseDescriptor(t, p.Line(t, wait), "xproc")
+	if d.Nats == nil {
+		t.Fatalf("descriptor %v: not a NATS publication", d)
 	}
 	receiver := openConn(t, ts.url(), b, "1")
-	if got := values(t, mustGet(t, receiver, "0", "1", "xproc", d)); len(got) != 56 || got[0] != 100 || got[55] != 155 {
+	if got := conntest.CodesOf(t, conntest.MustGet(t, receiver, "0", "1", "xproc", d)); len(got) != 56 || got[0] != 100 || got[55] != 155 {
 		t.Fatalf("got %v", got)
 	}
-	missing(t, receiver, "0", "1", "xproc", nil)
+	conntest.Missing(t, receiver, "0", "1", "xproc", nil)
 	// A publication outlives its producer's process only until Close.
 	p.Send(t, "put left 3 7")
 	p.Line(t, wait)
 	p.Send(t, "close")
 	p.Expect(t, wait, "closed")
-	missing(t, receiver, "0", "1", "left", nil)
+	conntest.Missing(t, receiver, "0", "1", "left", nil)
 
 	// The parent produces, a child receives with the descriptor.
 	sender := openConn(t, ts.url(), b, "0")
-	d2 := mustPut(t, sender, "0", "1", "xproc-back", codes(5, 7))
+	d2 := conntest.MustPut(t, sender, "0", "1", "xproc-back", codes(5, 7))
 	r := shmtest.Start(t, "get", ts.url(), b, "xproc-back", d2.String())
 	r.Line(t, wait)
 	r.Send(t, "go")
@@ -47,7 +47,7 @@ func TestCompetingReceiverProcessesClaimExactlyOnce(t *testing.T) {
 	sender, _ := edge(t, ts)
 	const children, keys = 4, 60
 	for i := range keys {
-		mustPut(t, sender, "0", "1", "shared_"+strconv.Itoa(i), codes(1, int64(1000+i)))
+		conntest.MustPut(t, sender, "0", "1", "shared_"+strconv.Itoa(i), codes(1, int64(1000+i)))
 	}
 	var procs []*shmtest.Proc
 	for range children {
@@ -89,7 +89,7 @@ func TestRecvInAChildEndsWithAPut(t *testing.T) {
 	r := shmtest.Start(t, "recv", ts.url(), b, "wake", "60s")
 	r.Expect(t, wait, "waiting")
 	sender := openConn(t, ts.url(), b, "0")
-	mustPut(t, sender, "0", "1", "wake", codes(3, 42))
+	conntest.MustPut(t, sender, "0", "1", "wake", codes(3, 42))
 	r.Expect(t, wait, "got 42")
 	r.Exited(t, wait)
 }

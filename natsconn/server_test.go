@@ -18,7 +18,6 @@ import (
 	"omnishm/connector"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
-	"omnishm/tensor"
 )
 
 // wait bounds every wait of these tests for a condition, a child or a
@@ -224,56 +223,8 @@ func edge(t testing.TB, ts *testServer, configure ...func(*Options)) (sender, re
 // values start, start+1, ...
 var codes = conntest.Codes
 
-// values returns the codes of a payload made by codes.
-func values(t testing.TB, v any) []int64 {
-	t.Helper()
-	m, ok := v.(map[string]any)
-	if !ok {
-		t.Fatalf("payload is %T", v)
-	}
-	vals, err := valuesOf(m["codes"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return vals
-}
-
-func valuesOf(v any) ([]int64, error) {
-	tt, ok := v.(*tensor.Tensor)
-	if !ok {
-		return nil, fmt.Errorf("codes is %T", v)
-	}
-	return tensor.Values[int64](tt)
-}
-
-func mustPut(t testing.TB, c *Connector, from, to, key string, v any) Descriptor {
-	t.Helper()
-	_, d, err := c.Put(from, to, key, v)
-	if err != nil {
-		t.Fatalf("put %q: %v", key, err)
-	}
-	return d
-}
-
-func mustGet(t testing.TB, c *Connector, from, to, key string, d *Descriptor) any {
-	t.Helper()
-	v, _, ok, err := c.Get(from, to, key, d)
-	if err != nil || !ok {
-		t.Fatalf("get %q: ok=%v err=%v", key, ok, err)
-	}
-	return v
-}
-
-func missing(t testing.TB, c *Connector, from, to, key string, d *Descriptor) {
-	t.Helper()
-	v, _, ok, err := c.Get(from, to, key, d)
-	if err != nil || ok {
-		t.Fatalf("get %q: want a miss, got ok=%v v=%v err=%v", key, ok, v, err)
-	}
-}
-
 // first gets key and returns its first code.
 func first(t testing.TB, c *Connector, from, to, key string, d *Descriptor) int64 {
 	t.Helper()
-	return values(t, mustGet(t, c, from, to, key, d))[0]
+	return conntest.CodesOf(t, conntest.MustGet(t, c, from, to, key, d))[0]
 }

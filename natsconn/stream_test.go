@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"omnishm/internal/conntest"
 	"omnishm/stream"
 )
 
@@ -45,8 +46,8 @@ func TestStreamOverNats(t *testing.T) {
 					errs[r] = fmt.Errorf("%s chunk %d: %w", id, n, err)
 					return
 				}
-				if got, err := valuesOf(chunk["codes"]); err != nil || got[0] != int64(100*r+n) {
-					errs[r] = fmt.Errorf("%s chunk %d holds %v %v", id, n, got, err)
+				if got := conntest.ChildCodes(chunk); got[0] != int64(100*r+n) {
+					errs[r] = fmt.Errorf("%s chunk %d holds %v", id, n, got)
 					return
 				}
 			}
@@ -114,10 +115,10 @@ func TestStreamReleaseOverNats(t *testing.T) {
 		t.Fatalf("release reclaimed %d, want 2", n)
 	}
 	for n := 1; n < 3; n++ {
-		missing(t, receiver, "0", "1", stream.Key("req", "0", n), nil)
+		conntest.Missing(t, receiver, "0", "1", stream.Key("req", "0", n), nil)
 	}
 	for _, sib := range siblings {
-		if p := mustGet(t, receiver, "0", "1", stream.Key(sib, "0", 0), nil); p.(map[string]any)["who"] != "sibling" {
+		if p := conntest.MustGet(t, receiver, "0", "1", stream.Key(sib, "0", 0), nil); p.(map[string]any)["who"] != "sibling" {
 			t.Fatalf("sibling %s: %v", sib, p)
 		}
 	}

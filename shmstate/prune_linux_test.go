@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ func TestMain(m *testing.M) {
 	shmtest.Main(m, map[string]func([]string) int{
 		// idle is a process that lives until told to exit: a producer to kill.
 		"idle": func([]string) int {
-			shmtest.Say("%d", os.Getpid())
+			shmtest.Say("ready")
 			shmtest.Hear()
 			return 0
 		},
@@ -29,10 +28,8 @@ func TestMain(m *testing.M) {
 // deadProcess returns the pid and start time of a process that has exited.
 func deadProcess(t *testing.T) (int, uint64) {
 	p := shmtest.Start(t, "idle")
-	pid, err := strconv.Atoi(p.Line(t, 10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p.Expect(t, 10*time.Second, "ready")
+	pid := p.Pid()
 	start, err := proc.StartTime(pid)
 	if err != nil {
 		t.Fatal(err)
@@ -75,8 +72,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	deadPID, deadStart := deadProcess(t)
-	f.liveRing = f.names.EdgePrefix("0", "1") + strconv.Itoa(os.Getpid()) + "_aa"
-	f.deadRing = f.names.EdgePrefix("0", "1") + strconv.Itoa(deadPID) + "_bb"
+	f.liveRing = f.names.RingName("0", "1", os.Getpid(), "aa")
+	f.deadRing = f.names.RingName("0", "1", deadPID, "bb")
 	touch(t, filepath.Join(f.dir, f.liveRing), buildRing(4096, uint64(os.Getpid()), self, []frameSpec{
 		{key: "done", payload: 5, state: stateDone},
 		{key: "r1", payload: 50},
@@ -101,9 +98,7 @@ func newFixture(t *testing.T) *fixture {
 	touch(t, filepath.Join(f.dir, "unrelated"), []byte("x"), time.Hour, f.now)
 	// Wakeup FIFOs: one with a reader (held by this test), one without.
 	for _, n := range []string{"1_0a", "1_0b"} {
-		if err := unix.Mkfifo(filepath.Join(f.wakeDir, n), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		shmtest.Mkfifo(t, filepath.Join(f.wakeDir, n))
 	}
 	rd, err := unix.Open(filepath.Join(f.wakeDir, "1_0a"), unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
@@ -331,9 +326,7 @@ func TestSymlinkedWakeDirIgnored(t *testing.T) {
 	s := shmtest.Scope(t)
 	n := scope.ForUID(os.Getuid(), s, os.Getppid())
 	fifo := filepath.Join(elsewhere, "1_0c")
-	if err := unix.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.Mkfifo(t, fifo)
 	if err := os.Symlink(elsewhere, filepath.Join(dir, filepath.Base(n.WakeDir))); err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +356,7 @@ func TestPruneLeavesLinksAndStrangers(t *testing.T) {
 	if os.Geteuid() == 0 {
 		deadPID, deadStart := deadProcess(t)
 		n := scope.ForUID(os.Getuid(), "x", 1) // our names, their file
-		ring := filepath.Join(dir, n.EdgePrefix("0", "1")+strconv.Itoa(deadPID)+"_dd")
+		ring := filepath.Join(dir, n.RingName("0", "1", deadPID, "dd"))
 		touch(t, ring, buildRing(4096, uint64(deadPID), deadStart, nil), 0, now)
 		shmtest.Foreign(t, ring)
 		keep = append(keep, ring)
@@ -471,15 +464,11 @@ func TestPruneDeadReceiverLeavesNothing(t *testing.T) {
 	if err := os.Mkdir(wakeDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mkfifo(filepath.Join(wakeDir, "2_0a"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.Mkfifo(t, filepath.Join(wakeDir, "2_0a"))
 	writeSleepers(t, wakeDir, "2_0a", true)
 	// A receiver killed between mkfifo and rename leaves its temporary
 	// FIFO, with no reader, and the sleepers file of the FIFO it would be.
-	if err := unix.Mkfifo(filepath.Join(wakeDir, scope.TempFIFOName("0b")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.Mkfifo(t, filepath.Join(wakeDir, scope.TempFIFOName("0b")))
 	writeSleepers(t, wakeDir, "2_0b", true)
 	tmp := filepath.Join(wakeDir, scope.TempFIFOName("0b"))
 	// Just made, it could be a starting receiver's: kept even without a

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -763,32 +762,13 @@ func startPong(b *testing.B, dir string) *shmtest.Proc {
 // loopCountingSyscalls runs op in the benchmark loop and reports the read
 // and write system calls per op.
 func loopCountingSyscalls(b *testing.B, op func()) {
-	r0, w0 := syscallCounts(b)
+	r0, w0 := shmtest.Syscalls(b)
 	for b.Loop() {
 		op()
 	}
-	r1, w1 := syscallCounts(b)
+	r1, w1 := shmtest.Syscalls(b)
 	b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
 	b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
-}
-
-// syscallCounts reads this process's read and write system call counts.
-func syscallCounts(b *testing.B) (reads, writes int64) {
-	data, err := os.ReadFile("/proc/self/io")
-	if err != nil {
-		b.Skip(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		k, v, _ := strings.Cut(line, ": ")
-		n, _ := strconv.ParseInt(v, 10, 64)
-		switch k {
-		case "syscr":
-			reads = n
-		case "syscw":
-			writes = n
-		}
-	}
-	return reads, writes
 }
 
 // BenchmarkNotify measures a notify to a stage with one receiver in another

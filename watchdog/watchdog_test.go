@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -117,18 +116,6 @@ func exists(path string) bool {
 	return unix.Lstat(path, &st) == nil
 }
 
-// gone reports whether process pid has exited (a zombie counts: in a
-// container nobody may reap the orphaned watchdog).
-func gone(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) == 0 || fields[0] == "Z" || fields[0] == "X"
-}
-
 // startOwner runs ownerRole and returns it with its watchdog's pid.
 func startOwner(t *testing.T, args ...string) (*shmtest.Proc, int) {
 	t.Helper()
@@ -171,7 +158,7 @@ func TestOwnerDeathUnlinksTracked(t *testing.T) {
 			}
 			c.end(t, p)
 			shmtest.Eventually(t, patience, "tracked files unlinked and the watchdog gone", func() bool {
-				return !exists(a) && !exists(b) && gone(pid)
+				return !exists(a) && !exists(b) && !shmtest.Running(pid)
 			})
 			if !exists(forgotten) {
 				t.Error("forgotten file unlinked")
@@ -209,7 +196,7 @@ func TestOwnerDeathRemovesPerKeyFilesAndDirs(t *testing.T) {
 	shmtest.WriteFile(t, marker, nil) // as a producer's, once its ring is ready
 	p.Kill()
 	shmtest.Eventually(t, patience, "the dead owner's files removed and the watchdog gone", func() bool {
-		return !slices.ContainsFunc(removed, exists) && gone(pid)
+		return !slices.ContainsFunc(removed, exists) && !shmtest.Running(pid)
 	})
 	shmtest.AssertPresent(t, theirs, lockOf(theirs), kept, fullDir)
 }
@@ -241,19 +228,15 @@ func TestOwnerDeathRemovesSleepers(t *testing.T) {
 	all := []string{mine, sleepersOf(mine), replaced, sleepersOf(replaced), theirs, sleepersOf(theirs)}
 	defer removeAll(append(all, wakeDir)...)
 	p, pid := startOwner(t, "dir:"+wakeDir, "fifo:"+mine, "fifo:"+replaced)
-	if err := unix.Mkfifo(theirs, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.Mkfifo(t, theirs)
 	if err := writeSleepers(theirs); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(replaced) // another receiver's FIFO at the name, so not the owner's
-	if err := unix.Mkfifo(replaced, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	shmtest.Mkfifo(t, replaced)
 	p.Kill()
 	shmtest.Eventually(t, patience, "the dead receiver's FIFO and sleepers file removed", func() bool {
-		return !exists(mine) && !exists(sleepersOf(mine)) && gone(pid)
+		return !exists(mine) && !exists(sleepersOf(mine)) && !shmtest.Running(pid)
 	})
 	shmtest.AssertPresent(t, replaced, sleepersOf(replaced), theirs, sleepersOf(theirs), wakeDir)
 	removeAll(append(all, wakeDir)...)
@@ -263,7 +246,7 @@ func TestOwnerDeathRemovesSleepers(t *testing.T) {
 	p, pid = startOwner(t, "dir:"+wakeDir, "fifo:"+mine)
 	p.Kill()
 	shmtest.Eventually(t, patience, "the dead receiver's files and wake directory removed", func() bool {
-		return !exists(wakeDir) && gone(pid)
+		return !exists(wakeDir) && !shmtest.Running(pid)
 	})
 }
 
@@ -275,7 +258,7 @@ func TestCloseForgetsEverything(t *testing.T) {
 	if got := p.Line(t, patience); got != "closed" {
 		t.Fatalf("child: %q", got)
 	}
-	if !gone(pid) {
+	if shmtest.Running(pid) {
 		t.Fatal("watchdog still running after Close returned")
 	}
 	p.Exited(t, patience)
@@ -300,7 +283,7 @@ func TestWatchdogSurvivesSignals(t *testing.T) {
 			ignored, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 		}
 	}
-	for _, sig := range []syscall.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP} {
+	for _, sig := range []unix.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP} {
 		if ignored&(1<<(sig-1)) == 0 {
 			t.Errorf("watchdog does not ignore %v (SigIgn %#x)", sig, ignored)
 		}
@@ -312,7 +295,7 @@ func TestWatchdogSurvivesSignals(t *testing.T) {
 	unix.Kill(pid, unix.SIGTERM)
 	p.Kill()
 	shmtest.Eventually(t, patience, "tracked file unlinked after signals", func() bool {
-		return !exists(a) && gone(pid)
+		return !exists(a) && !shmtest.Running(pid)
 	})
 }
 
@@ -366,8 +349,8 @@ func TestInProcessLifecycle(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !gone(pid) || !exists(a) {
-		t.Fatalf("after Close: watchdog gone %v, file kept %v", gone(pid), exists(a))
+	if shmtest.Running(pid) || !exists(a) {
+		t.Fatalf("after Close: watchdog gone %v, file kept %v", !shmtest.Running(pid), exists(a))
 	}
 	if err := w.Track(a); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Track after Close: %v", err)

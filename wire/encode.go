@@ -284,23 +284,24 @@ func (s *encodeState) checkLeaf(n int) error {
 }
 
 func (s *encodeState) array(b []byte, a *tensor.Array) ([]byte, error) {
-	if err := s.checkLeaf(len(a.Data)); err != nil {
-		return b, err
-	}
-	if err := a.Validate(); err != nil {
-		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
-	}
-	return s.appendLeaf(b, arrayMarker, "dtype", a.DType, a.Shape, a.Data), nil
+	return s.plainLeaf(b, a.Validate(), arrayMarker, "dtype", a.DType, a.Shape, a.Data)
 }
 
 func (s *encodeState) image(b []byte, m *tensor.Image) ([]byte, error) {
-	if err := s.checkLeaf(len(m.Data)); err != nil {
+	return s.plainLeaf(b, m.Validate(), imageMarker, "mode", m.Mode, m.Shape, m.Data)
+}
+
+// plainLeaf writes an array or image leaf (no hook replaces those): first
+// CheckLeaf's verdict on its size, then invalid (its Validate), then
+// appendLeaf.
+func (s *encodeState) plainLeaf(b []byte, invalid error, marker, nameKey, name string, shape []int, data []byte) ([]byte, error) {
+	if err := s.checkLeaf(len(data)); err != nil {
 		return b, err
 	}
-	if err := m.Validate(); err != nil {
-		return b, fmt.Errorf("%w: %w", ErrUnsupported, err)
+	if invalid != nil {
+		return b, fmt.Errorf("%w: %w", ErrUnsupported, invalid)
 	}
-	return s.appendLeaf(b, imageMarker, "mode", m.Mode, m.Shape, m.Data), nil
+	return s.appendLeaf(b, marker, nameKey, name, shape, data), nil
 }
 
 func appendShape(b []byte, shape []int) []byte {

@@ -120,17 +120,6 @@ func stagePIDs(t *testing.T, line string) (pids []int, sc, id string) {
 	return pids, m[1], m[2]
 }
 
-// gone reports whether pid has exited (a zombie counts: it runs no more).
-func gone(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
-}
-
 func TestDemoStopsStagesWhenOneDies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs four processes")
@@ -150,7 +139,7 @@ func TestDemoStopsStagesWhenOneDies(t *testing.T) {
 	}
 	pids, sc, id := stagePIDs(t, stderr.String())
 	for _, pid := range pids {
-		if !gone(pid) {
+		if shmtest.Running(pid) {
 			t.Errorf("stage pid %d still running", pid)
 		}
 	}
@@ -183,7 +172,7 @@ func TestDemoStagesDieWithParent(t *testing.T) {
 	cmd.Wait()
 	shmtest.Eventually(t, 20*time.Second, "stages to die with the parent", func() bool {
 		for _, pid := range pids {
-			if !gone(pid) {
+			if shmtest.Running(pid) {
 				return false
 			}
 		}
@@ -259,7 +248,7 @@ func demoInterrupt(t *testing.T, bin, interval string) {
 		t.Fatalf("stderr does not say interrupted, or says something was left:\n%s", rest)
 	}
 	for _, pid := range pids {
-		if !gone(pid) {
+		if shmtest.Running(pid) {
 			t.Errorf("stage pid %d still running", pid)
 		}
 	}

@@ -76,11 +76,11 @@ func deadCopy(t *testing.T, s string, producer *cliProc, ringName string) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	watchdogs := childrenOf(producer.cmd.Process.Pid)
+	watchdogs := shmtest.Children(producer.cmd.Process.Pid)
 	producer.cmd.Process.Kill()
 	producer.wait(t)
 	shmtest.Eventually(t, 20*time.Second, "the killed producer's watchdog to finish", func() bool {
-		return !slices.ContainsFunc(watchdogs, running)
+		return !slices.ContainsFunc(watchdogs, shmtest.Running)
 	})
 	n := scope.New(s)
 	if err := os.MkdirAll(n.RingDir(), 0o700); err != nil {
@@ -100,44 +100,6 @@ func deadCopy(t *testing.T, s string, producer *cliProc, ringName string) string
 		os.Remove(filepath.Join(n.RingDir(), name))
 	})
 	return name
-}
-
-// childrenOf lists the processes whose parent is pid.
-func childrenOf(pid int) []int {
-	var kids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, _, ok := procStat(child); ok && ppid == pid {
-			kids = append(kids, child)
-		}
-	}
-	return kids
-}
-
-// running reports whether pid is a process that has not exited (a zombie
-// has: in a container no one may reap an orphaned watchdog).
-func running(pid int) bool {
-	_, state, ok := procStat(pid)
-	return ok && state != "Z" && state != "X"
-}
-
-// procStat reads the parent pid and state of pid from /proc/{pid}/stat.
-func procStat(pid int) (ppid int, state string, ok bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, "", false
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 2 {
-		return 0, "", false
-	}
-	ppid, err = strconv.Atoi(fields[1])
-	return ppid, fields[0], err == nil
 }
 
 func TestInspectLiveAndDeadRings(t *testing.T) {

@@ -9,13 +9,17 @@
 package conntest
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"omnishm/config"
 	"omnishm/connector"
+	"omnishm/descriptor"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
 	"omnishm/scope"
@@ -34,7 +38,20 @@ var Rings = []struct {
 // (connector.NoRing for per-key only), closed when the test ends.
 func Open(tb testing.TB, scope string, stage connector.Stage, ringBytes int) *connector.SHM {
 	tb.Helper()
-	c, err := connector.Open(connector.Options{WakeupScope: scope, StageID: stage, HostRingBytes: ringBytes})
+	return open(tb, connector.Options{WakeupScope: scope, StageID: stage, HostRingBytes: ringBytes})
+}
+
+// OpenWarned is Open with a logger that counts the warnings the connector
+// logs (a hostile file, a ring that cannot be set up).
+func OpenWarned(tb testing.TB, scope string, stage connector.Stage, ringBytes int) (*connector.SHM, *Warnings) {
+	tb.Helper()
+	w := &Warnings{}
+	return open(tb, connector.Options{WakeupScope: scope, StageID: stage, HostRingBytes: ringBytes, Logger: w.Logger()}), w
+}
+
+func open(tb testing.TB, o connector.Options) *connector.SHM {
+	tb.Helper()
+	c, err := connector.Open(o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -45,6 +62,33 @@ func Open(tb testing.TB, scope string, stage connector.Stage, ringBytes int) *co
 	})
 	return c
 }
+
+// Warnings is a slog.Handler that counts the records of level Warn and
+// above logged through it; the zero value is ready.
+type Warnings struct{ n atomic.Int32 }
+
+// Logger returns a logger writing to w.
+func (w *Warnings) Logger() *slog.Logger { return slog.New(w) }
+
+// Count is the number of warnings logged so far.
+func (w *Warnings) Count() int { return int(w.n.Load()) }
+
+// Enabled implements slog.Handler: every level reaches Handle.
+func (w *Warnings) Enabled(context.Context, slog.Level) bool { return true }
+
+// Handle implements slog.Handler: it counts r if it is a warning or worse.
+func (w *Warnings) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		w.n.Add(1)
+	}
+	return nil
+}
+
+// WithAttrs implements slog.Handler; the count is shared.
+func (w *Warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+
+// WithGroup implements slog.Handler; the count is shared.
+func (w *Warnings) WithGroup(string) slog.Handler { return w }
 
 // FromConfig builds the connector named name in the configuration document
 // yaml (config.Parse, then connector.New), closed when the test ends. It
@@ -107,6 +151,17 @@ func MustGet(tb testing.TB, c connector.Transport, from, to, key string, d *conn
 		tb.Fatalf("get %q: ok=%v err=%v", key, ok, err)
 	}
 	return v
+}
+
+// ParseDescriptor parses line, the descriptor of key a child printed (as
+// Roles.Put does), and fails the test unless it is one.
+func ParseDescriptor(tb testing.TB, line, key string) *connector.Descriptor {
+	tb.Helper()
+	d, err := descriptor.Parse([]byte(line), key)
+	if err != nil {
+		tb.Fatalf("descriptor %q: %v", line, err)
+	}
+	return d
 }
 
 // Missing fails the test unless a get of key misses without an error.

@@ -113,9 +113,18 @@ func getRole(c connector.Receiver, args []string) int {
 		shmtest.Say("miss")
 		return 0
 	}
-	b, _ := json.Marshal(ChildCodes(v))
-	shmtest.Say("%s", b)
+	shmtest.Say("%s", codesLine(ChildCodes(v)))
 	return 0
+}
+
+// CodesLine is the line Roles.Get prints for a payload of Codes(n, start).
+func CodesLine(n int, start int64) string {
+	return codesLine(ChildCodes(Codes(n, start)))
+}
+
+func codesLine(vals []int64) string {
+	b, _ := json.Marshal(vals)
+	return string(b)
 }
 
 func recvRole(c connector.Receiver, args []string) int {

@@ -50,6 +50,15 @@ func WriteFile(t testing.TB, path string, data []byte) string {
 	return path
 }
 
+// Mkfifo creates a FIFO (mode 0600) at path and returns path.
+func Mkfifo(t testing.TB, path string) string {
+	t.Helper()
+	if err := unix.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // WriteFileAt is WriteFile for a file last modified at mtime, as one a
 // crashed process left behind a while ago.
 func WriteFileAt(t testing.TB, path string, data []byte, mtime time.Time) string {
@@ -115,6 +124,18 @@ func Planted(t testing.TB, dir string, mtime time.Time, links, foreign []string)
 // (SPEC §6).
 func KeyFiles(dir, key string) []string {
 	return []string{filepath.Join(dir, key), filepath.Join(dir, scope.LockName(key))}
+}
+
+// Absent reports whether none of paths exists (links are not followed):
+// the condition to wait for with Eventually while another process removes
+// them.
+func Absent(paths ...string) bool {
+	for _, p := range paths {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			return false
+		}
+	}
+	return true
 }
 
 // AssertAbsent fails the test (and goes on) for each of paths that exists.

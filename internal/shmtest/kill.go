@@ -2,7 +2,12 @@
 
 package shmtest
 
-import "context"
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+)
 
 // For children a test kills at random (crash soaks): reading and writing
 // them must not fail the test when they are gone.
@@ -18,3 +23,41 @@ func (p *Proc) TrySend(line string) error { return p.child.Send(line) }
 
 // Pid is the child's process id.
 func (p *Proc) Pid() int { return p.child.Pid() }
+
+// Running reports whether pid is a process that has not exited. A zombie
+// has: in a container nobody may reap an orphaned child, such as a watchdog.
+func Running(pid int) bool {
+	_, state, ok := procStat(pid)
+	return ok && state != "Z" && state != "X"
+}
+
+// Children lists the processes whose parent is pid.
+func Children(pid int) []int {
+	var kids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _, ok := procStat(child); ok && ppid == pid {
+			kids = append(kids, child)
+		}
+	}
+	return kids
+}
+
+// procStat reads the parent pid and state of pid from /proc/{pid}/stat.
+func procStat(pid int) (ppid int, state string, ok bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, "", false
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 2 {
+		return 0, "", false
+	}
+	ppid, err = strconv.Atoi(fields[1])
+	return ppid, fields[0], err == nil
+}

@@ -4,6 +4,8 @@ package shmtest
 
 import (
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,4 +29,25 @@ func Threads(tb testing.TB) int {
 		tb.Fatal(err)
 	}
 	return len(entries)
+}
+
+// Syscalls is this process's read and write system call counts so far
+// (/proc/self/io): what the wakeup benchmarks report per op. It skips the
+// test where the kernel does not account them.
+func Syscalls(tb testing.TB) (reads, writes int64) {
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		tb.Skip(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "syscr":
+			reads = n
+		case "syscw":
+			writes = n
+		}
+	}
+	return reads, writes
 }
