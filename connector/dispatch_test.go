@@ -264,6 +264,20 @@ func TestRecvWithoutWakeups(t *testing.T) {
 	}
 }
 
+// unpolledEdge is a sender of stage 0 and a receiver of stage 1 on the
+// default ring whose safety re-poll is an hour away and which does not
+// spin: only wakeups and the dispatcher's own retries deliver.
+func unpolledEdge(t *testing.T) (send, recv *connector.SHM) {
+	sc := shmtest.Scope(t)
+	send = conntest.Open(t, sc, "0", ring.DefaultCapacity)
+	recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: ring.DefaultCapacity, PollInterval: time.Hour, Spin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { recv.Close() })
+	return send, recv
+}
+
 // A new waiter whose frame was indexed already (swept while nobody waited
 // for it) but whose first sweep met the producer's ring lock is retried
 // until a sweep of every waited key succeeds: a wakeup's sweep in between,
@@ -272,13 +286,7 @@ func TestRecvWithoutWakeups(t *testing.T) {
 // stalled until the safety re-poll.) With PollInterval at an hour, only the
 // retry can deliver it.
 func TestBusySweepRetriesAnIndexedFrame(t *testing.T) {
-	sc := shmtest.Scope(t)
-	send := conntest.Open(t, sc, "0", ring.DefaultCapacity)
-	recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: ring.DefaultCapacity, PollInterval: time.Hour, Spin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer recv.Close()
+	send, recv := unpolledEdge(t)
 	ctx, cancel := context.WithTimeout(t.Context(), wait)
 	defer cancel()
 	other, indexed, wake := shmtest.Key("other"), shmtest.Key("indexed"), shmtest.Key("wake")
@@ -330,13 +338,7 @@ func TestBusySweepRetriesAnIndexedFrame(t *testing.T) {
 // only the look after the limit can deliver it). The hook puts a frame of
 // another key before each look, and the waited key's before the last.
 func TestFramePutAtTheRecheckLimitIsServed(t *testing.T) {
-	sc := shmtest.Scope(t)
-	send := conntest.Open(t, sc, "0", ring.DefaultCapacity)
-	recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: ring.DefaultCapacity, PollInterval: time.Hour, Spin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer recv.Close()
+	send, recv := unpolledEdge(t)
 	key := shmtest.Key("late")
 	var armed atomic.Bool
 	puts := make(chan error, connector.RecheckLimit+2)
