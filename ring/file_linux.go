@@ -3,6 +3,7 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -53,14 +54,26 @@ func idOf(st *unix.Stat_t) fileID {
 // scheduler's bookkeeping for a call that may block (entersyscall and
 // exitsyscall cost about as much as an uncontended flock itself); a
 // blocking LOCK_EX tries without waiting first and blocks, as a system call
-// the scheduler knows of, only on contention.
+// the scheduler knows of, only on contention. On contention it first tries
+// again a few times, yielding in between: a receiver holds the lock for one
+// frame's copy, a few microseconds, and a producer asleep in flock costs
+// both sides a context switch (the receiver's unlock wakes it).
+// lockTries bounds the non-blocking tries of a blocking LOCK_EX: about as
+// long as a receiver's copy of a small frame.
+const lockTries = 32
+
 func (c *counters) flock(fd, how int) error {
 	if c != nil {
 		c.flocks.Add(1)
 	}
 	if how == unix.LOCK_EX {
-		if err := rawFlock(fd, unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
-			return err
+		for i := range lockTries {
+			if err := rawFlock(fd, unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
+				return err
+			}
+			if i+1 < lockTries {
+				runtime.Gosched()
+			}
 		}
 		for {
 			if err := unix.Flock(fd, how); err != unix.EINTR {
