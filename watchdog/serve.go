@@ -30,7 +30,49 @@ const role = "omnishm-watchdog"
 // init turns this process into a watchdog when it was started as one; it
 // never returns then. See the package documentation.
 func init() {
-	reexec.Register(role, func(context.Context, []string) int { return serve(os.Stdin, os.Stdout) })
+	reexec.Register(role, func(context.Context, []string) int { return serve(newLazyPipe(os.Stdin), os.Stdout) })
+}
+
+// drainEvery is how often the watchdog reads its owner's commands while
+// the owner lives. Nothing needs them sooner: they matter at the owner's
+// death, which ends the wait at once, and the pipe holds them meanwhile.
+// Read as they came, each would wake this process: two or three context
+// switches per per-key publication, on a machine whose cores the pipeline
+// needs.
+const drainEvery = 20 // ms
+
+// pipeBytes is the pipe size the watchdog asks for (the unprivileged
+// maximum by default): room for drainEvery's commands at any rate a
+// producer reaches, so its writes do not block on a full pipe.
+const pipeBytes = 1 << 20
+
+// lazyPipe reads the command pipe at most every drainEvery, or at once
+// when the owner is gone.
+type lazyPipe struct {
+	f       *os.File
+	fds     []unix.PollFd
+	drained bool // the last read emptied the pipe: wait before the next
+}
+
+func newLazyPipe(f *os.File) io.Reader {
+	unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, pipeBytes) // a smaller pipe only wakes us sooner
+	return &lazyPipe{f: f, fds: []unix.PollFd{{Fd: int32(f.Fd())}}, drained: true}
+}
+
+func (l *lazyPipe) Read(p []byte) (int, error) {
+	if l.drained {
+		// No events asked for: poll returns on the hang-up of the owner's
+		// end (its death or Close), or at the timeout; then the reads
+		// take what the pipe holds, or wait for the next command.
+		for {
+			if _, err := unix.Poll(l.fds, drainEvery); err != unix.EINTR {
+				break
+			}
+		}
+	}
+	n, err := l.f.Read(p)
+	l.drained = n < len(p)
+	return n, err
 }
 
 // pruneMin is the registry size at which serve starts pruning consumed files.
