@@ -511,14 +511,30 @@ func (c *SHM) spin(from, key string, decode func(ring.Kind, []byte) (any, error)
 		return Message{}, false, nil
 	}
 	to := string(c.opts.StageID)
-	for end := time.Now().Add(c.opts.Spin); time.Now().Before(end); {
+	start := time.Now()
+	end, contended := start.Add(c.opts.Spin), c.ring.Contended()
+	for now := start; now.Before(end); now = time.Now() {
 		if m, ok, err := c.getRingWith(from, to, key, nil, decode); ok || err != nil {
 			return m, ok, err
+		}
+		if n := c.ring.Contended(); n != contended {
+			// A ring's lock was held: its producer is writing a frame
+			// (a large one takes long), and a sleep now would cost far
+			// more than the wait. Spin on while that goes on, within a
+			// bound.
+			contended = n
+			if end = now.Add(c.opts.Spin); end.After(start.Add(busySpins * c.opts.Spin)) {
+				end = start.Add(busySpins * c.opts.Spin)
+			}
 		}
 		runtime.Gosched()
 	}
 	return Message{}, false, nil
 }
+
+// busySpins bounds a spin that meets a held ring lock at this many Spins:
+// about a 16 MiB frame's copy with the default Spin.
+const busySpins = 20
 
 // getRingWith is the ring part of Get, counted in Health, decoding with
 // decode (decodeRing, or into supplied memory).

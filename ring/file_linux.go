@@ -35,6 +35,7 @@ type counters struct {
 	flocks, dirScans, dirStats, livenessChecks atomic.Int64
 	scans, takes                               atomic.Int64 // locked scans of attached rings, frames claimed
 	attaches                                   atomic.Int64 // ring files opened to attach
+	busy                                       atomic.Uint64 // receives that met a lock another process held
 }
 
 // fileID is what stat says of a ring file and its marker: a ring rejected

@@ -76,6 +76,7 @@ func (r *reader) receive(c *counters, key string, desc *descriptor.RingHandle, d
 	}
 	if err := c.flock(r.m.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if err == errBusy {
+			c.busy.Add(1)
 			return got, false, false, nil
 		}
 		return got, false, false, r.lockError(err)
@@ -431,6 +432,7 @@ func (r *reader) takeRun(c *counters, keys []string, decode func(Kind, []byte) (
 	}
 	if err := c.flock(r.m.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if err == errBusy {
+			c.busy.Add(1)
 			return false, nil
 		}
 		return false, r.lockError(err)

@@ -120,6 +120,7 @@ func (r *reader) sweep(c *counters, keys []string, want func(string) bool, decod
 	}
 	if err := c.flock(r.m.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if err == errBusy {
+			c.busy.Add(1)
 			st.Busy = true
 			return st, false, nil
 		}
@@ -250,3 +251,10 @@ func (r *reader) unswept() bool {
 	defer r.mu.Unlock()
 	return !r.closed && (r.gone() || r.m.head() != r.swept)
 }
+
+// Contended counts the receives and sweeps of this Transport that found a
+// ring's lock held by another process (SPEC §3: a miss). A receiver that
+// waits for a frame and sees it move may look again soon rather than
+// sleep: the holder is writing a frame, or taking one, and lets go within
+// a copy's time.
+func (t *Transport) Contended() uint64 { return t.stats.busy.Load() }
