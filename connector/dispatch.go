@@ -125,8 +125,7 @@ type dispatcher struct {
 	changes                         <-chan struct{} // the ring's Changes, for the select
 	next                            time.Time       // when to look again
 	ringEvery, fullEvery, busyEvery time.Duration
-	ringAt, fullAt, busyAt          time.Time     // zero: not scheduled; ringAt only without Await
-	limitEvery                      time.Duration // the wait after the recheck limit (see lead)
+	ringAt, fullAt, busyAt          time.Time // zero: not scheduled; ringAt only without Await
 	reservedNow                     []*waiter
 	edgeBuf                         []string      // unswept's
 	wakeFullAt                      time.Time     // the last full check for a wakeup without an event
@@ -336,25 +335,28 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 		// process holds stays unswept (the busy timer retries it), and
 		// under a steady stream the count up means the next put writes.
 		asleep := d.await && d.count.Load() > 0
-		var soon time.Time
 		for i := 0; asleep; i++ {
 			if d.recheck != nil {
 				d.recheck(i)
 			}
 			d.c.waiter.BeginSleep()
 			if !d.unswept() {
-				d.limitEvery = 0
 				break
 			}
 			if i == recheckLimit {
 				// Still unswept: a ring's lock is held (the busy retry is
-				// scheduled), or a frame was put while the count was down
-				// (the last serve) and skipped its wakeup. Look again soon,
-				// backing off to PollInterval, so that such a frame waits
-				// no longer than that and a ring that stays unswept costs a
-				// few sweeps per PollInterval.
-				d.limitEvery = min(max(busyRetry, 2*d.limitEvery), d.interval)
-				soon = time.Now().Add(d.limitEvery)
+				// scheduled), discovery is due, or a frame was put while
+				// the count was down (the last serve) and skipped its
+				// wakeup. Serve once more with the sleep announced: what
+				// was put before the announcement is found now, and what
+				// is put after it writes the FIFO.
+				d.serving.Store(true)
+				d.schedule(d.serve(true, false))
+				d.serving.Store(false)
+				if d.handOver(own, ctx) {
+					d.c.waiter.EndSleep()
+					return
+				}
 				break
 			}
 			d.c.waiter.EndSleep()
@@ -367,10 +369,6 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 			}
 			asleep = d.count.Load() > 0
 		}
-		until := d.next
-		if !soon.IsZero() && (until.IsZero() || soon.Before(until)) {
-			until = soon
-		}
 		stopped := false
 		if d.await {
 			select {
@@ -379,7 +377,7 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 			default:
 				var interrupted bool
 				var err error
-				woke, interrupted, err = d.c.waiter.Await(until)
+				woke, interrupted, err = d.c.waiter.Await(d.next)
 				ticked = !woke && !interrupted && err == nil
 				if err != nil {
 					// The poller refused the FIFO: poll as without one
