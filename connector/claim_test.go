@@ -130,10 +130,12 @@ func TestWaitClaimedByAnotherProcess(t *testing.T) {
 			done := waitAsync(t, context.Background(), sender, d)
 			notYet(t, done) // the child claims only once told to
 			r.Send(t, "go")
+			// The child's line first: a wait that never ends then says
+			// whether the child took the publication at all.
+			r.Expect(t, wait, "[1,2,3,4,5,6,7,8]")
 			if err := result(t, done); err != nil {
 				t.Fatalf("WaitClaimed: %v", err)
 			}
-			r.Expect(t, wait, "[1,2,3,4,5,6,7,8]")
 			r.Exited(t, wait)
 			if ok, err := sender.Claimed(d); !ok || err != nil {
 				t.Fatalf("Claimed after WaitClaimed: %v %v", ok, err)
