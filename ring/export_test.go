@@ -4,43 +4,28 @@ package ring
 
 import "golang.org/x/sys/unix"
 
-// Test hooks: replace a system call or the clock for one test.
+// Test hooks: replace a system call, the clock or a switch for one test.
 func setFallocate(f func(fd int, mode uint32, off, n int64) error) (restore func()) {
-	old := fallocate
-	fallocate = f
-	return func() { fallocate = old }
+	return swap(&fallocate, f)
 }
 
-func setStampWriter(f func(fd int, ns int64) error) (restore func()) {
-	old := setStamp
-	setStamp = f
-	return func() { setStamp = old }
-}
+func setStampWriter(f func(fd int, ns int64) error) (restore func()) { return swap(&setStamp, f) }
 
-func setClock(f func() int64) (restore func()) {
-	old := nowNanos
-	nowNanos = f
-	return func() { nowNanos = old }
-}
+func setClock(f func() int64) (restore func()) { return swap(&nowNanos, f) }
 
-func setRewind(on bool) (restore func()) {
-	old := rewindEmpty
-	rewindEmpty = on
-	return func() { rewindEmpty = old }
-}
+func setRewind(on bool) (restore func()) { return swap(&rewindEmpty, on) }
 
-func setWatcher(on bool) (restore func()) {
-	old := watcherEnabled
-	watcherEnabled = on
-	return func() { watcherEnabled = old }
-}
+func setWatcher(on bool) (restore func()) { return swap(&watcherEnabled, on) }
 
 // setWatcherPassive makes new watchers apply events only in Refresh, as a
 // background reader would that has not run yet.
-func setWatcherPassive(on bool) (restore func()) {
-	old := watcherPassive
-	watcherPassive = on
-	return func() { watcherPassive = old }
+func setWatcherPassive(on bool) (restore func()) { return swap(&watcherPassive, on) }
+
+// swap sets *p to v and returns what puts the old value back.
+func swap[T any](p *T, v T) (restore func()) {
+	old := *p
+	*p = v
+	return func() { *p = old }
 }
 
 // work is what the poll path must not do: flock calls, directory scans,
