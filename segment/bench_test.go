@@ -83,8 +83,7 @@ func BenchmarkTransfer(b *testing.B) {
 					b.Error(err)
 				}
 			}()
-			p := NewProducer(Options{})
-			defer p.Close()
+			p := newProducer(b)
 			data := shmtest.Payload(size, 1)
 			base := shmtest.Key("bench") + "_"
 			frame := make([]byte, 5+size)

@@ -20,8 +20,7 @@ import (
 // pending set behind them.
 
 func TestCleanupAndPrefix(t *testing.T) {
-	p := NewProducer(Options{})
-	defer p.Close()
+	p := newProducer(t)
 	base := shmtest.Key("cancel")
 	for _, k := range []string{"req_0_0", "req_0_1", "req_0_10other", "request_0_0"} {
 		mustPut(t, p, base+k, []byte(k))
@@ -69,8 +68,7 @@ func TestCleanupAndPrefix(t *testing.T) {
 	}
 	keyGone(t, DefaultDir, key)
 	// Another producer's publication is not ours to retire.
-	other := NewProducer(Options{})
-	defer other.Close()
+	other := newProducer(t)
 	mustPut(t, other, key, []byte("z"))
 	if n, err := p.CleanupPrefix(key[:len(key)-1]); retired() || n != 0 || err != nil {
 		t.Fatalf("retired a key this producer did not publish (%d, %v)", n, err)

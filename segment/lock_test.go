@@ -18,8 +18,7 @@ import (
 // a held lock, a producer waits and reopens a lock file removed meanwhile.
 
 func TestHeldLockIsAMissThenClaims(t *testing.T) {
-	p := NewProducer(Options{})
-	defer p.Close()
+	p := newProducer(t)
 	key := shmtest.Key("held")
 	mustPut(t, p, key, []byte("payload"))
 	holder := shmtest.HoldLock(t, DefaultDir+"/"+scope.LockName(key))

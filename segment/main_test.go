@@ -88,6 +88,14 @@ func roleClaim([]string) int {
 	}
 }
 
+// newProducer is a producer with the default options, closed when the
+// test ends.
+func newProducer(tb testing.TB) *Producer {
+	p := NewProducer(Options{})
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
 func mustPut(t *testing.T, p *Producer, key string, data []byte) descriptor.ShmHandle {
 	t.Helper()
 	d, err := p.Put(key, data)

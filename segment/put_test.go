@@ -92,8 +92,7 @@ func TestPutInOneProcessClaimInAnother(t *testing.T) {
 
 			// And the other way round: this process puts, a child claims.
 			key = shmtest.Key("xproc")
-			p := NewProducer(Options{})
-			defer p.Close()
+			p := newProducer(t)
 			data := shmtest.Payload(size, 8)
 			d := mustPut(t, p, key, data)
 			if d != (descriptor.ShmHandle{Name: key, Size: size}) {
@@ -114,8 +113,7 @@ func TestPutInOneProcessClaimInAnother(t *testing.T) {
 }
 
 func TestTwoReceiverProcessesClaimExactlyOnce(t *testing.T) {
-	p := NewProducer(Options{})
-	defer p.Close()
+	p := newProducer(t)
 	a, b := shmtest.Start(t, "claim"), shmtest.Start(t, "claim")
 	for round := range 20 {
 		key := shmtest.Key("race")
@@ -143,8 +141,7 @@ func TestTwoReceiverProcessesClaimExactlyOnce(t *testing.T) {
 }
 
 func TestConcurrentPutsAndClaims(t *testing.T) {
-	p := NewProducer(Options{})
-	defer p.Close()
+	p := newProducer(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for g := range 8 {

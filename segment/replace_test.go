@@ -61,8 +61,7 @@ func TestReputReplacesUnclaimed(t *testing.T) {
 func TestRetireLeavesAnotherProducersRepublication(t *testing.T) {
 	for _, how := range []string{"cleanup", "close"} {
 		t.Run(how, func(t *testing.T) {
-			p := NewProducer(Options{})
-			defer p.Close()
+			p := newProducer(t)
 			key := shmtest.Key("republished")
 			mustPut(t, p, key, []byte("ours"))
 			mustClaim(t, "", key)
