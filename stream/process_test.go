@@ -27,6 +27,15 @@ const wait = 30 * time.Second
 var roles = map[string]func(args []string) int{
 	"produce":   roleProduce,
 	"stallmany": roleStallMany,
+	"wait":      roleWait,
+}
+
+// roleWait says "ready" and lives until it hears a line: a process to
+// watch.
+func roleWait([]string) int {
+	shmtest.Say("ready")
+	shmtest.Hear()
+	return 0
 }
 
 // openRole opens a child role's connector as stage on the scope args[0],

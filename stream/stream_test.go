@@ -451,6 +451,48 @@ func TestReadersOfOneSenderShareOneWatch(t *testing.T) {
 	}
 }
 
+// At most maxIdle watches stay open with no reader: the oldest idle one is
+// closed when another goes idle, and an idle watch whose process exits is
+// closed at once. Each watch is of a child process of its own.
+func TestIdleWatchesAreBounded(t *testing.T) {
+	ids := make([]proc.ID, maxIdle+1)
+	kids := make([]*shmtest.Proc, len(ids))
+	for i := range ids {
+		kids[i] = shmtest.Start(t, "wait")
+		kids[i].Expect(t, wait, "ready")
+		pid := kids[i].Cmd.Process.Pid
+		start, err := proc.StartTime(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = proc.ID{PID: pid, Start: start}
+	}
+	open := func(id proc.ID) bool { watchesMu.Lock(); defer watchesMu.Unlock(); return watches[id] != nil }
+	watchesMu.Lock() // start with none idle: earlier tests' may still be
+	for _, w := range idle {
+		w.drop()
+	}
+	idle = nil
+	watchesMu.Unlock()
+	for _, id := range ids {
+		watchExit(id).release()
+	}
+	if open(ids[0]) {
+		t.Fatalf("%d idle watches open: the oldest was not closed", len(ids))
+	}
+	for _, id := range ids[1:] {
+		if !open(id) {
+			t.Fatalf("idle watch of %v closed while %d are allowed", id, maxIdle)
+		}
+	}
+	kids[1].Send(t, "exit")
+	kids[1].Exited(t, wait)
+	shmtest.Eventually(t, wait, "the exited process's idle watch to close", func() bool { return !open(ids[1]) })
+	if !open(ids[2]) {
+		t.Fatal("another idle watch closed with it")
+	}
+}
+
 // BenchmarkStream moves one request's [1, 28] int64 chunks through a Sender
 // and a Reader on two real connectors in one process; ns/op is per chunk.
 // The in-memory transport is the baseline: the stream's own cost.
