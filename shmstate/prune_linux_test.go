@@ -12,6 +12,7 @@ import (
 	"omnishm/internal/shmtest"
 	"omnishm/proc"
 	"omnishm/scope"
+	"omnishm/wake"
 )
 
 func TestMain(m *testing.M) {
@@ -368,15 +369,18 @@ func TestPruneLeavesLinksAndStrangers(t *testing.T) {
 	shmtest.AssertPresent(t, keep...)
 }
 
-// writeSleepers makes W/.sleepers_{fifo} as a Go receiver does (package
-// wake: the magic, then a zero count, 64 bytes); with form false, a file of
-// that size without the magic.
+// writeSleepers makes W/.sleepers_{fifo} as a Go receiver does
+// (wake.WriteSleepers); with form false, a file of that size without its
+// magic.
 func writeSleepers(t *testing.T, wakeDir, fifo string, form bool) string {
-	data := make([]byte, 64)
-	if form {
-		copy(data, "OMSHSLP1")
+	path := filepath.Join(wakeDir, scope.SleepersName(fifo))
+	if !form {
+		return shmtest.WriteFile(t, path, make([]byte, 64))
 	}
-	return shmtest.WriteFile(t, filepath.Join(wakeDir, scope.SleepersName(fifo)), data)
+	if err := wake.WriteSleepers(wakeDir, fifo); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // A sleepers file goes with its receiver: when its FIFO is gone or goes in

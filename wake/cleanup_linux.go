@@ -56,3 +56,16 @@ func checkSleepers(path string) error {
 	}
 	return fmt.Errorf("%w: %s", ErrNotSleepers, path)
 }
+
+// WriteSleepers creates the sleepers file of the FIFO fifoName in the wake
+// directory dir, with a count of zero, as OpenReceiver does, and leaves it
+// unmapped: for tools and tests that lay out a receiver's files. Remove it
+// with RemoveSleepers.
+func WriteSleepers(dir, fifoName string) error {
+	s, err := createSleepers(dir, fifoName)
+	if err != nil {
+		return fmt.Errorf("wake: sleepers of %s in %s: %w", fifoName, dir, err)
+	}
+	s.close()
+	return nil
+}

@@ -412,8 +412,9 @@ func TestSleepersLoseNoWakeup(t *testing.T) {
 	t.Logf("%d messages, %d sleeps", messages, slept)
 }
 
-// RemoveSleepers removes a receiver's sleepers file, and nothing else at
-// the name: a file without the form, a symlink (nor what it points at).
+// RemoveSleepers removes a receiver's sleepers file (or WriteSleepers'), and
+// nothing else at the name: a file without the form, a symlink (nor what
+// it points at).
 func TestRemoveSleepers(t *testing.T) {
 	dir := wakeDir(t)
 	r := openReceiver(t, dir, "1")
@@ -425,6 +426,16 @@ func TestRemoveSleepers(t *testing.T) {
 	shmtest.AssertAbsent(t, path)
 	if err := RemoveSleepers(dir, name); err != nil {
 		t.Fatalf("none there: %v", err)
+	}
+	// WriteSleepers makes what a receiver makes; it refuses an existing one.
+	if err := WriteSleepers(dir, name); err != nil || CheckSleepers(dir, name) != nil {
+		t.Fatalf("WriteSleepers: %v; CheckSleepers: %v", err, CheckSleepers(dir, name))
+	}
+	if err := WriteSleepers(dir, name); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("WriteSleepers over one: %v", err)
+	}
+	if err := RemoveSleepers(dir, name); err != nil {
+		t.Fatal(err)
 	}
 	target := shmtest.WriteFile(t, filepath.Join(dir, "target"), append(sleepersMagic[:], make([]byte, sleepersSize-8)...))
 	t.Cleanup(func() { os.Remove(target) })

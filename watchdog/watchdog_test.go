@@ -17,6 +17,7 @@ import (
 
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
+	"omnishm/wake"
 )
 
 const patience = 10 * time.Second
@@ -201,11 +202,10 @@ func TestOwnerDeathRemovesPerKeyFilesAndDirs(t *testing.T) {
 	shmtest.AssertPresent(t, theirs, lockOf(theirs), kept, fullDir)
 }
 
-// writeSleepers makes the sleepers file of the FIFO at path in the form
-// package wake gives it: the magic, then a count of zero, 64 bytes.
+// writeSleepers makes the sleepers file of the FIFO at path, as its
+// receiver does.
 func writeSleepers(path string) error {
-	data := append([]byte("OMSHSLP1"), make([]byte, 56)...)
-	return os.WriteFile(sleepersOf(path), data, 0o600)
+	return wake.WriteSleepers(filepath.Dir(path), filepath.Base(path))
 }
 
 func sleepersOf(fifo string) string {
