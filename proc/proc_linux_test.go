@@ -196,3 +196,23 @@ func TestOpenAndMappedFiles(t *testing.T) {
 		t.Errorf("MappedBy after munmap = %d", pid)
 	}
 }
+
+// BenchmarkExited is the check a ring claim makes of a live producer: one
+// poll of its pidfd.
+func BenchmarkExited(b *testing.B) {
+	self, err := Self()
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := Open(self)
+	if err != nil {
+		b.Skip(err)
+	}
+	defer h.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if h.Exited() {
+			b.Fatal("this process exited")
+		}
+	}
+}
