@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -31,19 +30,12 @@ func (p Plan) endpoints() endpointSettings {
 	return endpointSettings{Scope: p.Scope, RingBytes: p.RingBytes, Nats: p.Nats, Supplied: p.Supplied}
 }
 
-// intoReceiver is a connector that receives into supplied memory
-// (connector.SHM).
-type intoReceiver interface {
-	GetInto(from, to, key string, desc *connector.Descriptor, a frame.Allocator) (connector.Message, bool, error)
-	RecvInto(ctx context.Context, from, key string, a frame.Allocator) (connector.Message, error)
-}
-
 // supplied is the recycled memory a receiver of payloads of up to size
 // msgpack bytes decodes into under Plan.Supplied, nil without it or for a
 // connector that cannot: room for the whole form (a per-key segment is
 // read whole) and the alignment of its tensors.
-func (e endpointSettings) supplied(conn connector.Transport, size int) (intoReceiver, *recycled) {
-	into, ok := conn.(intoReceiver)
+func (e endpointSettings) supplied(conn connector.Transport, size int) (connector.IntoReceiver, *recycled) {
+	into, ok := conn.(connector.IntoReceiver)
 	if !e.Supplied || !ok {
 		return nil, nil
 	}

@@ -228,7 +228,7 @@ type incoming struct {
 	sock *os.File
 	buf  []byte
 	req  request
-	into intoReceiver // conn, under Plan.Supplied
+	into connector.IntoReceiver // conn, under Plan.Supplied
 	mem  *recycled
 }
 

@@ -356,7 +356,7 @@ func timePair(r *runner, c *cell) error {
 
 // pair is one put and the get that claims it, into mem through into when
 // the plan supplies memory.
-func pair(conn connector.Transport, into intoReceiver, mem *recycled, key string, v any) error {
+func pair(conn connector.Transport, into connector.IntoReceiver, mem *recycled, key string, v any) error {
 	if _, _, err := conn.Put(benchFrom, benchTo, key, v); err != nil {
 		return err
 	}

@@ -13,6 +13,19 @@ import (
 	"omnishm/wire"
 )
 
+// IntoReceiver is a MessageReceiver that can also decode into memory the
+// caller supplies, so a stage that receives a stream of same-shaped tensors
+// recycles its buffers instead of allocating one per payload. SHM is one.
+type IntoReceiver interface {
+	MessageReceiver
+	// GetInto is GetMessage decoding into a's memory (SHM.GetInto).
+	GetInto(from, to, key string, desc *Descriptor, a frame.Allocator) (Message, bool, error)
+	// RecvInto is RecvMessage decoding into a's memory (SHM.RecvInto).
+	RecvInto(ctx context.Context, from, key string, a frame.Allocator) (Message, error)
+}
+
+var _ IntoReceiver = (*SHM)(nil)
+
 // GetInto is GetMessage decoding into memory the receiver supplies: the
 // payload's large bytes (each tensor of a ring frame; a per-key segment,
 // or a tensor-free ring payload, read whole into one allocation whose

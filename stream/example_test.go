@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"omnishm/connector"
+	"omnishm/frame"
 	"omnishm/proc"
 	"omnishm/stream"
 	"omnishm/tensor"
@@ -94,6 +95,70 @@ func Example() {
 	// chunk 1: shape [1 28] first code 100 finished false
 	// chunk 2: shape [1 28] first code 200 finished true
 	// reclaimed: 0
+}
+
+// A stage that reads a stream of same-shaped tensors decodes each chunk
+// into one recycled buffer: NextInto writes the chunk's tensor there, and
+// the chunk refers to it until the next NextInto reuses it.
+func ExampleReader_NextInto() {
+	scope := fmt.Sprintf("stream-into-example-%d", os.Getpid())
+	stage0, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stage0.Close()
+	stage1, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stage1.Close()
+	ctx := context.Background()
+	sender, err := stream.NewSender(stage0, "0", "1", stream.SenderOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sender.Close()
+	for n := range 2 {
+		hidden, _ := tensor.FromSlice(make([]float32, 4096), 4096)
+		hidden.Data[0] = byte(n)
+		send := sender.Send
+		if n == 1 {
+			send = sender.Finish
+		}
+		if err := send(ctx, "req-1", map[string]any{"hidden": hidden}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	reader, err := stream.NewReader(stage1, "0", "1", "req-1", stream.ReaderOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer reader.Close()
+	buf := make([]byte, 64<<10) // room for one chunk's tensor, aligned
+	var arena frame.Arena
+	for {
+		arena.Reset(buf)
+		chunk, err := reader.NextInto(ctx, &arena)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		hidden := chunk["hidden"].(*tensor.Tensor)
+		fmt.Printf("chunk %d: %d bytes, first byte %d, %d bytes of buf used\n", reader.Received()-1, len(hidden.Data), hidden.Data[0], arena.Used())
+	}
+	// buf holds the tensor and the stream's one-byte finished flag.
+
+	// Output:
+	// chunk 0: 16384 bytes, first byte 0, 16385 bytes of buf used
+	// chunk 1: 16384 bytes, first byte 1, 16385 bytes of buf used
 }
 
 // A reader gives up on a request whose producer stopped sending: here

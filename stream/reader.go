@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"omnishm/connector"
+	"omnishm/frame"
 	"omnishm/proc"
 )
 
@@ -64,6 +65,8 @@ type Reader struct {
 	t        connector.Transport
 	recv     connector.Receiver        // t, when it can block on wakeups
 	msgs     connector.MessageReceiver // t, when it says who published a chunk
+	into     connector.IntoReceiver    // t, when it decodes into supplied memory
+	alloc    frame.Allocator           // NextInto's, during the call
 	batch    connector.BatchReceiver   // t, when it claims runs of chunks; nil with Prefetch < 0
 	from, to string
 	request  string
@@ -104,6 +107,7 @@ func NewReader(t connector.Transport, from, to, request string, opts ReaderOptio
 		}
 		r.recv = recv
 		r.msgs, _ = t.(connector.MessageReceiver)
+		r.into, _ = t.(connector.IntoReceiver)
 		if opts.Prefetch >= 0 {
 			r.batch, _ = t.(connector.BatchReceiver)
 		}
@@ -211,10 +215,34 @@ func (r *Reader) Next(ctx context.Context) (map[string]any, error) {
 	}
 }
 
+// NextInto is Next decoding the chunk into memory the caller supplies
+// (connector.IntoReceiver's RecvInto): the chunk's tensors, and its
+// serialized bytes when it came per key, are a's, so a stage that reads a
+// stream of same-shaped chunks recycles one buffer (a frame.Arena reset
+// before each call) instead of allocating one per chunk. Ownership is
+// RecvInto's: a is the caller's before and after; the chunk returned may
+// refer to it, and nothing keeps a reference to it. A chunk a has no room
+// for is not consumed: the error wraps frame.ErrAllocate, and a later
+// NextInto with more room, or Next, returns it. NextInto claims one chunk
+// at a time (no Prefetch), and returns first the chunks an earlier Next
+// claimed ahead, in memory of their own. On a transport that cannot
+// decode into supplied memory it is Next.
+func (r *Reader) NextInto(ctx context.Context, a frame.Allocator) (map[string]any, error) {
+	if a == nil {
+		return nil, fmt.Errorf("stream: request %q chunk %d: nil allocator", r.request, r.next)
+	}
+	if r.into == nil {
+		return r.Next(ctx)
+	}
+	r.alloc = a
+	defer func() { r.alloc = nil }()
+	return r.Next(ctx)
+}
+
 // takeAhead claims, in one pass, the chunks from the next one on that are
 // there already (connector.BatchReceiver), up to Prefetch of them.
 func (r *Reader) takeAhead() {
-	if r.batch == nil {
+	if r.batch == nil || r.alloc != nil {
 		return
 	}
 	n := r.opts.Prefetch
@@ -339,6 +367,9 @@ func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (
 // recvMessage is the transport's Recv, with the chunk's producer where the
 // transport says it.
 func (r *Reader) recvMessage(ctx context.Context, key string) (connector.Message, error) {
+	if r.alloc != nil {
+		return r.into.RecvInto(ctx, r.from, key, r.alloc)
+	}
 	if r.msgs != nil {
 		return r.msgs.RecvMessage(ctx, r.from, key)
 	}
@@ -350,9 +381,12 @@ func (r *Reader) get(key string) (connector.Message, bool, error) {
 	var m connector.Message
 	var ok bool
 	var err error
-	if r.msgs != nil {
+	switch {
+	case r.alloc != nil:
+		m, ok, err = r.into.GetInto(r.from, r.to, key, nil, r.alloc)
+	case r.msgs != nil:
 		m, ok, err = r.msgs.GetMessage(r.from, r.to, key, nil)
-	} else {
+	default:
 		m.Payload, m.Size, ok, err = r.t.Get(r.from, r.to, key, nil)
 	}
 	if err != nil {
