@@ -20,6 +20,7 @@ import (
 
 	"omnishm/config"
 	"omnishm/connector"
+	"omnishm/frame"
 	"omnishm/internal/hostclock"
 	"omnishm/internal/reexec"
 	_ "omnishm/natsconn" // connector.New builds NatsConnector stages
@@ -351,7 +352,9 @@ func (p *stageProcess) produce(ctx context.Context, s *stream.Sender, requests [
 // one goroutine per request, and streams them on to stage 2.
 func (p *stageProcess) relay(ctx context.Context, s *stream.Sender, up proc.ID, requests []string) error {
 	return perRequest(ctx, requests, func(ctx context.Context, r int, req string) error {
-		_, err := readChunks(ctx, p.conn, "0", "1", req, up, func(n int, chunk map[string]any) error {
+		// Its chunks' stamps travel on in the chunks it sends, which its
+		// Sender may still hold after each returns: no recycled memory.
+		_, err := readChunks(ctx, p.conn, "0", "1", req, up, false, func(n int, chunk map[string]any) error {
 			codes, err := chunkTensor[int64](chunk, "codes", "audio")
 			if err != nil {
 				return fmt.Errorf("%s: %w", stream.Key(req, "0", n), err)
@@ -404,7 +407,7 @@ func (p *stageProcess) collect(ctx context.Context, up proc.ID, requests []strin
 			w = p.wavs[r]
 		}
 		var want []float32 // the samples chunk n must carry, recomputed
-		n, err := readChunks(ctx, p.conn, "1", "2", req, up, func(n int, chunk map[string]any) error {
+		n, err := readChunks(ctx, p.conn, "1", "2", req, up, true, func(n int, chunk map[string]any) error {
 			now := int64(hostclock.Now())
 			key := stream.Key(req, "1", n)
 			demo, _ := chunk["demo"].(map[string]any)
@@ -464,15 +467,28 @@ func (p *stageProcess) collect(ctx context.Context, up proc.ID, requests []strin
 
 // readChunks reads request req on edge from->to from its sender up and
 // calls each with every chunk in order, the finished one included; it
-// returns how many chunks it read.
-func readChunks(ctx context.Context, conn connector.Receiver, from, to, req string, up proc.ID, each func(n int, chunk map[string]any) error) (int, error) {
+// returns how many chunks it read. With recycle set, each chunk's tensors
+// are decoded into one buffer the next chunk reuses (stream's NextInto):
+// each must then keep nothing of its chunk.
+func readChunks(ctx context.Context, conn connector.Receiver, from, to, req string, up proc.ID, recycle bool, each func(n int, chunk map[string]any) error) (int, error) {
 	rd, err := stream.NewReader(conn, from, to, req, stream.ReaderOptions{Sender: up})
 	if err != nil {
 		return 0, err
 	}
 	defer rd.Close()
+	var buf []byte
+	var arena frame.Arena
+	if recycle {
+		buf = make([]byte, chunkRoom)
+	}
 	for n := 0; ; n++ {
-		chunk, err := rd.Next(ctx)
+		var chunk map[string]any
+		if recycle {
+			arena.Reset(buf)
+			chunk, err = rd.NextInto(ctx, &arena)
+		} else {
+			chunk, err = rd.Next(ctx)
+		}
 		if err == io.EOF {
 			return n, nil
 		}
@@ -484,6 +500,10 @@ func readChunks(ctx context.Context, conn connector.Receiver, from, to, req stri
 		}
 	}
 }
+
+// chunkRoom is the memory a recycled chunk decodes into: an audio chunk's
+// samples (7 KiB) and its stamps, with room to spare.
+const chunkRoom = 32 << 10
 
 // perRequest runs fn for every request concurrently and returns the first
 // error; the first failure cancels the others.
