@@ -99,23 +99,17 @@ func Example() {
 
 // A stage that reads a stream of same-shaped tensors decodes each chunk
 // into one recycled buffer: NextInto writes the chunk's tensor there, and
-// the chunk refers to it until the next NextInto reuses it.
+// the chunk refers to it until the next NextInto reuses it. (One connector
+// both sends, as stage 0, and receives, as stage 1, to keep it short.)
 func ExampleReader_NextInto() {
-	scope := fmt.Sprintf("stream-into-example-%d", os.Getpid())
-	stage0, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
+	conn, err := connector.Open(connector.Options{StageID: "1", WakeupScope: fmt.Sprintf("stream-into-example-%d", os.Getpid())})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer stage0.Close()
-	stage1, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer stage1.Close()
+	defer conn.Close()
 	ctx := context.Background()
-	sender, err := stream.NewSender(stage0, "0", "1", stream.SenderOptions{})
+	sender, err := stream.NewSender(conn, "0", "1", stream.SenderOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -133,7 +127,7 @@ func ExampleReader_NextInto() {
 			return
 		}
 	}
-	reader, err := stream.NewReader(stage1, "0", "1", "req-1", stream.ReaderOptions{})
+	reader, err := stream.NewReader(conn, "0", "1", "req-1", stream.ReaderOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
