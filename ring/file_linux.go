@@ -50,6 +50,10 @@ func idOf(st *unix.Stat_t) fileID {
 		mtime: uint64(st.Mtim.Nano()), ctime: uint64(st.Ctim.Nano())}
 }
 
+// lockTries bounds the non-blocking tries of a blocking LOCK_EX: about as
+// long as a receiver's copy of a small frame.
+const lockTries = 32
+
 // flock takes or releases the ring lock, one system call when nobody else
 // holds it. An unlock and a non-blocking try never block, so they skip the
 // scheduler's bookkeeping for a call that may block (entersyscall and
@@ -59,10 +63,6 @@ func idOf(st *unix.Stat_t) fileID {
 // again a few times, yielding in between: a receiver holds the lock for one
 // frame's copy, a few microseconds, and a producer asleep in flock costs
 // both sides a context switch (the receiver's unlock wakes it).
-// lockTries bounds the non-blocking tries of a blocking LOCK_EX: about as
-// long as a receiver's copy of a small frame.
-const lockTries = 32
-
 func (c *counters) flock(fd, how int) error {
 	if c != nil {
 		c.flocks.Add(1)
