@@ -54,8 +54,13 @@ type lazyPipe struct {
 	drained bool // the last read emptied the pipe: wait before the next
 }
 
+// newLazyPipe reads f lazily if it can be given pipeBytes of room, else as
+// commands come: in a smaller pipe a burst of them would block the owner
+// until the next drain.
 func newLazyPipe(f *os.File) io.Reader {
-	unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, pipeBytes) // a smaller pipe only wakes us sooner
+	if n, err := unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, pipeBytes); err != nil || n < pipeBytes {
+		return f
+	}
 	return &lazyPipe{f: f, fds: []unix.PollFd{{Fd: int32(f.Fd())}}, drained: true}
 }
 
