@@ -369,10 +369,12 @@ func (t *Transport) forgetRejectedLocked(prefix string, listed []string) {
 // error ends the run (the frame is consumed all the same, as in Receive).
 // It returns how many frames it delivered.
 //
-// It discovers new producers first when the registry changed (as Receive
-// does) and never waits: a ring whose lock is held is skipped. A ring whose head did not
-// move since this receiver's last scan and that indexes none of keys
-// costs no system call. The error is a ring found corrupt, or a lock that
+// A run starts only at a key that this receiver's last scan of the ring
+// indexed (by a Receive, Sweep or TakeReady); once the ring is locked, the
+// run goes on through the frames published since. It discovers new
+// producers first when the registry changed (as Receive does) and never
+// waits: a ring whose lock is held is skipped. A ring whose index does not
+// hold keys[0] costs no system call. The error is a ring found corrupt, or a lock that
 // failed.
 func (t *Transport) TakeReady(from, to string, keys []string, decode func(Kind, []byte) (any, error), deliver func(key string, got Taken, err error)) (int, error) {
 	readers, current, ok := t.snapshot(from, to)
@@ -425,9 +427,11 @@ func (r *reader) takeRun(c *counters, keys []string, decode func(Kind, []byte) (
 	if r.closed || r.gone() {
 		return true, nil
 	}
-	// The run starts at keys[0]: absent from the index and no new frame,
-	// there is nothing to take (SPEC §3 "a miss must be cheap").
-	if _, indexed := r.ix.byKey[keys[0]]; !indexed && r.m.head() == r.ix.cursor {
+	// The run starts at keys[0], and only if this receiver's last scan
+	// indexed it: one published since is left to Receive and Sweep, which
+	// wait for it anyway. So a miss takes no lock even while head moves
+	// for other keys (a busy edge: a stage's other requests).
+	if _, indexed := r.ix.byKey[keys[0]]; !indexed {
 		return false, nil
 	}
 	if err := c.flock(r.m.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {

@@ -209,6 +209,12 @@ func TestTakeReadyClaimsARun(t *testing.T) {
 		mustPut(t, prod, "0", "1", "c"+strconv.Itoa(i), codes(i))
 	}
 	keys := []string{"c0", "c1", "c2", "c3", "c4"}
+	// A run starts at a key the receiver's last scan indexed: none yet.
+	before := recv.work()
+	if n, err := recv.TakeReady("0", "1", keys, decodeCopy, func(string, Taken, error) {}); n != 0 || err != nil || recv.work() != before {
+		t.Fatalf("TakeReady of a key never scanned: %d, %v; work %+v -> %+v", n, err, before, recv.work())
+	}
+	mustMiss(t, recv, "0", "1", "scan", nil) // indexes c0..c4
 	take := func() []string {
 		t.Helper()
 		var got []string
@@ -224,7 +230,7 @@ func TestTakeReadyClaimsARun(t *testing.T) {
 		}
 		return got
 	}
-	before := recv.work()
+	before = recv.work()
 	if got := take(); !slices.Equal(got, keys[:3]) {
 		t.Fatalf("took %q", got)
 	}
@@ -237,6 +243,7 @@ func TestTakeReadyClaimsARun(t *testing.T) {
 	}
 	keys = keys[3:]
 	mustPut(t, prod, "0", "1", "c3", codes(3))
+	mustMiss(t, recv, "0", "1", "scan", nil)
 	if got := take(); !slices.Equal(got, []string{"c3", "c4"}) {
 		t.Fatalf("after the gap was filled: took %q", got)
 	}

@@ -260,12 +260,14 @@ func TestInterleavedInOrder(t *testing.T) {
 
 // Over the ring, a Reader claims the chunks that are there already in one
 // pass, up to Prefetch of them, returns them in order, and Close drops
-// those it has not returned; a negative Prefetch claims one at a time.
+// those it has not returned; a negative Prefetch claims one at a time. A
+// run starts at a chunk the receiver has seen (ring.Transport.TakeReady):
+// the first Next's receive scans the ring, the second claims the run.
 func TestReaderClaimsAhead(t *testing.T) {
 	const chunks = 10
 	for _, tc := range []struct {
-		prefetch, claimed int // claimed by the first Next
-	}{{4, 4}, {0, chunks}, {-1, 1}} {
+		prefetch, claimed int // claimed by the first two Next calls
+	}{{4, 5}, {0, chunks}, {-1, 2}} {
 		t.Run(strconv.Itoa(tc.prefetch), func(t *testing.T) {
 			send, recv := conntest.Edge(t, ring.DefaultCapacity)
 			req := shmtest.Key("ahead")
@@ -279,20 +281,22 @@ func TestReaderClaimsAhead(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()
 			rd := mustReader(t, recv, req, ReaderOptions{Prefetch: tc.prefetch})
-			if _, err := rd.Next(ctx); err != nil {
-				t.Fatal(err)
+			for range 2 {
+				if _, err := rd.Next(ctx); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if got := recv.Health().Gets; int(got) != tc.claimed {
-				t.Fatalf("the first Next claimed %d chunks, want %d", got, tc.claimed)
+				t.Fatalf("the first two Next calls claimed %d chunks, want %d", got, tc.claimed)
 			}
 			if tc.prefetch == 4 {
-				rd.Close() // drops chunks 1-3; 4 on stay published
-				if got := recv.Health().Gets; got != 4 || !send.Cleanup(Key(req, "0", 4)) {
-					t.Fatalf("after Close: %d claimed, chunk 4 not left published", got)
+				rd.Close() // drops chunks 2-4; 5 on stay published
+				if got := recv.Health().Gets; got != 5 || !send.Cleanup(Key(req, "0", 5)) {
+					t.Fatalf("after Close: %d claimed, chunk 5 not left published", got)
 				}
 				return
 			}
-			for n := 1; n < chunks; n++ {
+			for n := 2; n < chunks; n++ {
 				c, err := rd.Next(ctx)
 				if err != nil {
 					t.Fatalf("chunk %d: %v", n, err)
