@@ -86,7 +86,7 @@ func TestRun(t *testing.T) {
 			}
 			var report strings.Builder
 			res.WriteReport(&report)
-			wants := []string{"requests/s", "p50", "p99", "stage 0", "stage 1", "stage 2", res.Scope, "bytes put"}
+			wants := []string{"requests/s", "p50", "p99", "stage 0", "stage 1", "stage 2", res.Scope, "bytes put", "(over streaming)"}
 			unwanted := []string{"fallbacks 2", "ring 0 bytes"} // a per-key put is not a failed ring put
 			switch {
 			case cfg.Nats != nil:

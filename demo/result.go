@@ -107,8 +107,12 @@ func (r Result) WriteReport(w io.Writer) error {
 	fmt.Fprintf(&b, "  setup             %.3f s (start the stages, open connectors and WAV files, warm up the rings, a %d-chunk warm-up stream)\n", r.Setup.Seconds(), WarmUpChunks)
 	fmt.Fprintf(&b, "  elapsed           %.3f s (go to done)\n", r.Elapsed.Seconds())
 	fmt.Fprintf(&b, "  streaming         %.3f s (stage 0's first send to stage 2's last receipt)\n", r.Streaming.Seconds())
-	fmt.Fprintf(&b, "  requests/s        %.1f\n", float64(r.Requests)/r.Streaming.Seconds())
-	fmt.Fprintf(&b, "  chunks/s          %.0f (over streaming)\n", float64(total)/r.Streaming.Seconds())
+	over, what := r.Streaming, "streaming"
+	if over <= 0 { // no host-clock stamps came back: the parent's time
+		over, what = r.Elapsed, "elapsed"
+	}
+	fmt.Fprintf(&b, "  requests/s        %.1f\n", float64(r.Requests)/over.Seconds())
+	fmt.Fprintf(&b, "  chunks/s          %.0f (over %s)\n", float64(total)/over.Seconds(), what)
 	fmt.Fprintf(&b, "  chunk latency     p50 %s  p99 %s  max %s (stage-0 send to stage-2 receipt)\n", ms(r.P50), ms(r.P99), ms(r.Max))
 	for i, s := range r.Stages {
 		h := s.Health
