@@ -104,7 +104,9 @@ const maxListed = 3
 // sawOnEdge summarises what a receiver of key on edge from->to of names'
 // scope finds in /dev/shm, for a timeout's message.
 func sawOnEdge(names scope.Names, from, to, key string) string {
-	st, err := shmstate.Scan(shmstate.Options{KeyPrefix: key})
+	// Headers only: counting rings needs no ring lock, and a scan of every
+	// scope's rings must not make other receivers' gets miss.
+	st, err := shmstate.Scan(shmstate.Options{KeyPrefix: key, NoFrames: true})
 	if err != nil {
 		return "nothing: /dev/shm could not be read (" + err.Error() + ")"
 	}

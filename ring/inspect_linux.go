@@ -31,7 +31,15 @@ type Info struct {
 // The error wraps ErrNotInitialized for a header not written yet and
 // ErrCorrupt for bytes that break SPEC §3 (with what was read before them
 // in Info); it names the file once.
-func Inspect(path string) (Info, error) {
+func Inspect(path string) (Info, error) { return inspect(path, true) }
+
+// InspectHeader is Inspect without the frames: the header and the
+// creator's liveness, read without any lock, so that a tool that only
+// counts rings never makes a receiver's non-blocking lock miss (SPEC §3)
+// nor delays a producer. Busy is always false and Frames empty.
+func InspectHeader(path string) (Info, error) { return inspect(path, false) }
+
+func inspect(path string, frames bool) (Info, error) {
 	info := Info{Path: path}
 	fail := func(err error) (Info, error) { return info, fmt.Errorf("ring: inspect %s: %w", path, err) }
 	// O_NONBLOCK: a FIFO planted under a ring's name must not hang us.
@@ -56,6 +64,9 @@ func Inspect(path string) (Info, error) {
 		return fail(err)
 	}
 	info.Producer = proc.Check(info.Header.Creator())
+	if !frames {
+		return info, nil
+	}
 	if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
 		if err == unix.EWOULDBLOCK {
 			info.Busy = true

@@ -65,7 +65,7 @@ func TestGoProducerPythonLayout(t *testing.T) {
 
 // Inspect tells a ring being made from a corrupt one, reports a held lock
 // as Busy without waiting (the identity still read), and judges the
-// creator without calling Unknown dead.
+// creator without calling Unknown dead; InspectHeader does not lock.
 func TestInspectStates(t *testing.T) {
 	sc := shmtest.Scope(t)
 	names := scope.New(sc)
@@ -102,4 +102,19 @@ func TestInspectStates(t *testing.T) {
 		return err
 	})
 	holder.Release(t)
+
+	// InspectHeader takes no lock: a receiver's non-blocking lock, held
+	// meanwhile, never meets it (the test holds it exclusively here).
+	holder = shmtest.HoldLock(t, scope.ShmDir+"/"+d.Name)
+	withoutWaiting(t, "InspectHeader", func() error {
+		info, err := InspectHeader(scope.ShmDir + "/" + d.Name)
+		if err == nil && (info.Busy || info.Frames != nil || info.Header.Capacity != 4096 || info.Producer != proc.Alive) {
+			err = fmt.Errorf("header of a held ring: %+v", info)
+		}
+		return err
+	})
+	holder.Release(t)
+	if _, err := InspectHeader(corrupt); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("InspectHeader of a corrupt file: %v, want ErrCorrupt", err)
+	}
 }

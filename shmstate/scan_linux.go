@@ -250,7 +250,11 @@ func scanScope(o Options, l layout, d, name, wakeName string) (Scope, error) {
 func inspectRing(path string, e entry, o Options) Ring {
 	rn, _ := scope.ParseRingName(o.UID, e.name)
 	r := Ring{Name: e.name, From: rn.From, To: rn.To, PID: rn.PID, FileSize: e.st.Size, ReadyKeys: []string{}, Age: Age(o.Now.Sub(e.mtime()))}
-	info, err := ring.Inspect(path)
+	inspect := ring.Inspect
+	if o.NoFrames {
+		inspect = ring.InspectHeader
+	}
+	info, err := inspect(path)
 	r.Fault = faultOf(err)
 	if info.Header == (ring.Header{}) { // the header was not read
 		// Not initialised yet, not a ring, or not readable: the name's pid
@@ -265,6 +269,9 @@ func inspectRing(path string, e entry, o Options) Ring {
 	r.Producer = producerOf(info.Producer)
 	if info.Busy {
 		r.Busy = true
+		return r
+	}
+	if o.NoFrames {
 		return r
 	}
 	if info.Header.Head >= info.Header.Tail { // else the fault says so

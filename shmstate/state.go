@@ -31,6 +31,11 @@ type Options struct {
 	KeyPrefix string
 	// Now is the reference time for ages; zero means time.Now().
 	Now time.Time
+	// NoFrames reads each ring's header only (its creator and capacity),
+	// not its frames: the scan then takes no ring lock at all, so it never
+	// makes another process's receive miss (SPEC §3: contention is a miss)
+	// nor delays a producer. Used, Ready, Done and ReadyKeys stay zero.
+	NoFrames bool
 }
 
 func (o Options) withDefaults() Options {
