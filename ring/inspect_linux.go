@@ -75,7 +75,7 @@ func inspect(path string, frames bool) (Info, error) {
 		return fail(fmt.Errorf("lock: %w", err))
 	}
 	file := make([]byte, st.Size)
-	n, err = pread(fd, file, 0)
+	n, err = readUsed(fd, file)
 	unix.Flock(fd, unix.LOCK_UN)
 	if err != nil {
 		return fail(err)
@@ -84,6 +84,33 @@ func inspect(path string, frames bool) (Info, error) {
 		return fail(err)
 	}
 	return info, nil
+}
+
+// readUsed fills file, the size of the whole file, with the header and the
+// bytes from tail to head, the only ones Parse reads: under the ring lock
+// a copy of what is in use, not of the whole buffer (a 64 MiB ring's lock
+// was held while all of it was copied). A header that does not describe
+// the file sound enough for that has the whole file read, for Parse to
+// judge. It returns how much of file holds the file.
+func readUsed(fd int, file []byte) (int, error) {
+	n, err := pread(fd, file[:min(HeaderSize, len(file))], 0)
+	if err != nil || n < HeaderSize {
+		return n, err
+	}
+	h, err := ReadHeader(file[:HeaderSize])
+	if err != nil || h.Capacity == 0 || uint64(len(file)) != HeaderSize+h.Capacity || h.Head < h.Tail || h.Head-h.Tail > h.Capacity {
+		return pread(fd, file, 0)
+	}
+	for pos := h.Tail; pos < h.Head; { // at most two pieces: one wrap
+		off := pos % h.Capacity
+		end := min(h.Capacity, off+(h.Head-pos))
+		piece := file[HeaderSize+off : HeaderSize+end]
+		if m, err := pread(fd, piece, int64(HeaderSize+off)); err != nil || m < len(piece) {
+			return pread(fd, file, 0) // shorter than its header says
+		}
+		pos += end - off
+	}
+	return len(file), nil
 }
 
 // pread fills b from offset off until it is full or the file ends.

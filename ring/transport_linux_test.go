@@ -83,7 +83,7 @@ func mustPut(t testing.TB, tr *Transport, from, to, key string, payload []byte) 
 }
 
 // pair is a producer and a receiver Transport in this process, on one scope.
-func pair(t *testing.T, capacity int) (sc string, producer, receiver *Transport) {
+func pair(t testing.TB, capacity int) (sc string, producer, receiver *Transport) {
 	sc = shmtest.Scope(t)
 	return sc, newTransport(t, sc, capacity), newTransport(t, sc, capacity)
 }
