@@ -371,13 +371,15 @@ func (t *Transport) forgetRejectedLocked(prefix string, listed []string) {
 //
 // A run starts only at a key that this receiver's last scan of the ring
 // indexed (by a Receive, Sweep or TakeReady); once the ring is locked, the
-// run goes on through the frames published since. It discovers new
-// producers first when the registry changed (as Receive does) and never
-// waits: a ring whose lock is held is skipped. A ring whose index does not
-// hold keys[0] costs no system call. The error is a ring found corrupt, or a lock that
+// run goes on through the frames published since. It looks only at the
+// rings attached already (Receive and Sweep discover new producers) and
+// never waits: a ring whose lock is held is skipped. A ring whose index
+// does not hold keys[0] costs no system call. The error is a ring found corrupt, or a lock that
 // failed.
 func (t *Transport) TakeReady(from, to string, keys []string, decode func(Kind, []byte) (any, error), deliver func(key string, got Taken, err error)) (int, error) {
-	readers, current, ok := t.snapshot(from, to)
+	// No discovery: a ring attached now has no key indexed yet, so it
+	// could start no run; Receive attaches it. A miss costs no stat.
+	readers, _, ok := t.snapshot(from, to)
 	if !ok {
 		return 0, nil
 	}
@@ -386,11 +388,6 @@ func (t *Transport) TakeReady(from, to string, keys []string, decode func(Kind, 
 		errs  []error
 		taken int
 	)
-	if !current {
-		fresh, err := t.discover(edgeKey{from, to}, readers)
-		errs = append(errs, err)
-		readers = append(slices.Clip(readers), fresh...)
-	}
 	for more := true; more && taken < len(keys); {
 		more = false
 		for _, r := range readers {

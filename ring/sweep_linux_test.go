@@ -202,8 +202,13 @@ func TestChangesOnNewAndDeadProducer(t *testing.T) {
 // lock pair and one liveness check, stops at the first missing key, and
 // costs nothing when nothing moved.
 func TestTakeReadyClaimsARun(t *testing.T) {
-	_, prod, recv := pair(t, 1<<16)
+	sc, prod, recv := pair(t, 1<<16)
 	mustPut(t, prod, "0", "1", "first", codes(9))
+	// A receiver that attached nothing yet: no discovery, no stat.
+	fresh := newTransport(t, sc, 1<<16)
+	if n, err := fresh.TakeReady("0", "1", []string{"first"}, decodeCopy, func(string, Taken, error) {}); n != 0 || err != nil || fresh.work() != (work{}) {
+		t.Fatalf("TakeReady with nothing attached: %d, %v, work %+v", n, err, fresh.work())
+	}
 	mustMiss(t, recv, "0", "1", "attach", nil)
 	for _, i := range []int{0, 1, 2, 4} { // 3 missing: the run ends there
 		mustPut(t, prod, "0", "1", "c"+strconv.Itoa(i), codes(i))
