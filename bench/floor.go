@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -62,10 +63,49 @@ func timeMemcpy(r *runner, c *cell) error {
 	})
 }
 
+// timeShmFile is a shmfile cell: a fresh /dev/shm file per sample, the
+// payload's msgpack form written into it and read back out into memory of
+// its own (see ShmFile). The file is the run's own and is gone after each
+// sample, also after an error.
+func timeShmFile(r *runner, c *cell) error {
+	path := scope.Path(r.plan.KeyPrefix + "shmfile_floor")
+	out := make([]byte, len(c.form))
+	return r.timeEach(c, func(int) (time.Duration, error) {
+		t0 := hostclock.Now()
+		err := shmFileTrip(path, c.form, out)
+		return hostclock.Now() - t0, err
+	})
+}
+
+// shmFileTrip writes b into a new file at path and reads it back into out
+// as a per-key publication and its claim would, then removes the file.
+func shmFileTrip(path string, b, out []byte) error {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("shmfile floor: %w", err)
+	}
+	_, werr := unix.Pwrite(fd, b, 0)
+	unix.Close(fd)
+	if werr == nil {
+		if fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			_, werr = unix.Pread(fd, out, 0)
+			unix.Close(fd)
+		}
+	}
+	unix.Unlink(path)
+	if err = cmp.Or(werr, err); err != nil {
+		return fmt.Errorf("shmfile floor: %w", err)
+	}
+	return nil
+}
+
+// isFloor reports whether a result row is a floor row.
+func isFloor(x Result) bool { return x.Transport == Memcpy || x.Transport == ShmFile }
+
 // measured is the report's results without the floor rows, which follow
 // them: what the comparisons compare.
 func (r *Report) measured() []Result {
-	if i := slices.IndexFunc(r.Results, func(x Result) bool { return x.Transport == Memcpy }); i >= 0 {
+	if i := slices.IndexFunc(r.Results, isFloor); i >= 0 {
 		return r.Results[:i]
 	}
 	return r.Results
@@ -79,7 +119,9 @@ func compareToFloor(r *Report) {
 	}
 	copies := map[int]float64{}
 	for _, x := range r.Results[len(r.measured()):] {
-		copies[x.Size] = x.P50Us
+		if x.Transport == Memcpy {
+			copies[x.Size] = x.P50Us
+		}
 	}
 	for i := range r.measured() {
 		x := &r.Results[i]

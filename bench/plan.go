@@ -74,6 +74,13 @@ const (
 	// (the bytes the uds baseline moves), one per payload, after the
 	// transports' rows in latency, pair and stream reports.
 	Memcpy = "memcpy"
+	// ShmFile names the row of what SPEC §6 has every per-key publication
+	// do to the file system, alone: create a fresh /dev/shm file, write the
+	// payload's msgpack form into it and close it, open it, read it into
+	// memory of its own, unlink and close it; no lock file, wakeup, claim
+	// or other process. One per payload, after the memcpy rows, in latency
+	// and pair reports that time perkey: the per-key path's floor.
+	ShmFile = "shmfile"
 	// Flock names Report.Flock: two uncontended flock pairs (LOCK_EX, then
 	// LOCK_UN) on a /dev/shm file, the locking one put+get must do (SPEC
 	// §3).

@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -31,8 +32,9 @@ type mode struct {
 	// sizes are the tensor sizes of a plan without payloads.
 	sizes []int
 	// flock: the report carries the flock floor, measured first; memcpy:
-	// a memcpy row per payload follows the transports' rows.
-	flock, memcpy bool
+	// a memcpy row per payload follows the transports' rows; shmFile: so
+	// does a shmfile row per payload when the plan times perkey.
+	flock, memcpy, shmFile bool
 	// cell measures one transport and payload (and kind of waiter).
 	cell func(r *runner, c *cell) error
 	// finish completes the report once everything is measured.
@@ -40,9 +42,9 @@ type mode struct {
 }
 
 var modes = map[Mode]mode{
-	Latency: {receiver: true, transports: Transports(), sizes: defaultSizes, memcpy: true, cell: timeLatency,
+	Latency: {receiver: true, transports: Transports(), sizes: defaultSizes, memcpy: true, shmFile: true, cell: timeLatency,
 		finish: func(r *Report) { CompareToUDS(r.measured(), UDS) }},
-	Pair: {transports: Transports(), sizes: defaultSizes, flock: true, memcpy: true, cell: timePair,
+	Pair: {transports: Transports(), sizes: defaultSizes, flock: true, memcpy: true, shmFile: true, cell: timePair,
 		finish: compareToFloor},
 	Stream: {receiver: true, transports: Transports(), sizes: defaultSizes, memcpy: true, cell: timeStream,
 		finish: func(r *Report) { compareRates(r.measured(), UDS) }},
@@ -71,13 +73,13 @@ type cell struct {
 	payload   Payload
 	form      []byte             // the payload's msgpack form
 	run       int                // names the cell's keys
-	conn      connector.Receiver // nil for uds and memcpy
+	conn      connector.Receiver // nil for uds and the floor rows
 	count     int                // timed messages
 	warmup    int                // untimed ones before them
 }
 
 // Run measures plan and returns the report (the caller's), in plan order
-// (transports outer, payloads inner, the memcpy rows last). A plan timing
+// (transports outer, payloads inner, the floor rows last: memcpy, then shmfile). A plan timing
 // nats over no given server runs one in this process for its duration. A mode with a
 // receiver runs it as a child process of this same executable (package
 // internal/reexec), which has the role because it links this package.
@@ -145,6 +147,11 @@ func (r *runner) cells() []*cell {
 			add(Memcpy, "", i)
 		}
 	}
+	if r.mode.shmFile && slices.Contains(r.plan.Transports, PerKey) {
+		for i := range r.plan.Payloads {
+			add(ShmFile, "", i)
+		}
+	}
 	return out
 }
 
@@ -171,6 +178,8 @@ func (r *runner) measure() error {
 		switch c.transport {
 		case Memcpy:
 			measure = timeMemcpy
+		case ShmFile:
+			measure = timeShmFile
 		case UDS:
 		default:
 			if c.conn = conns[c.transport]; c.conn == nil {

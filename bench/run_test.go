@@ -81,11 +81,11 @@ func TestRunLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"ring", "ring", "perkey", "perkey", "uds", "uds", "memcpy", "memcpy"}; !slices.Equal(transports(r.Results), want) {
+	if want := []string{"ring", "ring", "perkey", "perkey", "uds", "uds", "memcpy", "memcpy", "shmfile", "shmfile"}; !slices.Equal(transports(r.Results), want) {
 		t.Fatalf("transports %v, want %v", transports(r.Results), want)
 	}
 	for _, x := range r.Results {
-		if x.Transport == Memcpy {
+		if isFloor(x) {
 			if x.VsUDS != nil || x.Count != 3 {
 				t.Errorf("floor row %+v", x)
 			}

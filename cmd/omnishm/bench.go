@@ -46,7 +46,9 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 		"keys one by one, also in flock pairs.\n"+
 		"  omnishm bench --mode fanout --waiters 1000\n"+
 		"latency, pair and stream end with a memcpy row per size (two plain copies of the bytes);\n"+
-		"pair and fanout print the flock floor below the table.")
+		"latency and pair timing perkey add a shmfile row per size (a fresh /dev/shm file written\n"+
+		"and read back, then unlinked: the per-key path's floor); pair and fanout print the flock\n"+
+		"floor below the table.")
 	sizes := fs.String("sizes", "", "payload sizes, float32 tensors of that many bytes (a multiple of 4):\n"+
 		"512, 4KiB, 1MiB, 16MiB (binary) or 4KB, 1MB (decimal) (default 512,4KiB,64KiB,1MiB; fanout 512)")
 	payloadFile := fs.String("payload", "", "time this one JSON-form payload (SPEC §10) instead of generated tensors")

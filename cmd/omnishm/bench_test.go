@@ -30,7 +30,8 @@ var resultKeys = []string{"bytes_per_s", "count", "mean_us", "msgs_per_s", "p50_
 // benchJSON runs bench with --json and returns the parsed report, checking
 // the exact shape scripts rely on: the top-level keys, and the keys of
 // every result (resultKeys, plus extra[transport] for the rows of that
-// transport, every row but memcpy's when the key is "*").
+// transport, every row but the floor rows (memcpy, shmfile) when the key
+// is "*").
 func benchJSON(t *testing.T, mode string, top []string, extra map[string][]string, args ...string) benchReport {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bench.json")
@@ -53,7 +54,7 @@ func benchJSON(t *testing.T, mode string, top []string, extra map[string][]strin
 	}
 	for _, res := range report.Results {
 		want := slices.Clone(resultKeys)
-		if res["transport"] != "memcpy" {
+		if res["transport"] != "memcpy" && res["transport"] != "shmfile" {
 			want = append(want, extra["*"]...)
 		}
 		want = append(want, extra[res["transport"].(string)]...)
@@ -101,12 +102,13 @@ func TestBenchLatency(t *testing.T) {
 	plot := filepath.Join(t.TempDir(), "lat.svg")
 	res := benchJSON(t, "latency", []string{"mode", "results"}, nil,
 		"--count", "3", "--sizes", "512,4KiB", "--transports", "ring,perkey,uds", "--plot", plot).Results
-	want := []benchRow{{"ring", 512}, {"ring", 4096}, {"perkey", 512}, {"perkey", 4096}, {"uds", 512}, {"uds", 4096}, {"memcpy", 512}, {"memcpy", 4096}}
+	want := []benchRow{{"ring", 512}, {"ring", 4096}, {"perkey", 512}, {"perkey", 4096}, {"uds", 512}, {"uds", 4096},
+		{"memcpy", 512}, {"memcpy", 4096}, {"shmfile", 512}, {"shmfile", 4096}}
 	if got := rows(res); !slices.Equal(got, want) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
 	for _, r := range res {
-		if r["transport"] == "memcpy" {
+		if r["transport"] == "memcpy" || r["transport"] == "shmfile" {
 			if r["vs_uds"] != nil {
 				t.Errorf("floor compared to uds: %v", r)
 			}
@@ -144,7 +146,8 @@ func TestBenchPair(t *testing.T) {
 	}
 	payload := filepath.Join(vectors, "tree_float32.json")
 	res := benchJSON(t, "pair", top, floor, "--count", "2", "--payload", payload, "--transports", "perkey").Results
-	if len(res) != 2 || res[0]["transport"] != "perkey" || res[0]["size"].(float64) < 100 || res[1]["size"] != res[0]["size"] {
+	if len(res) != 3 || res[0]["transport"] != "perkey" || res[0]["size"].(float64) < 100 || res[1]["size"] != res[0]["size"] ||
+		res[2]["transport"] != "shmfile" || res[2]["size"] != res[0]["size"] {
 		t.Errorf("--payload results %v", res)
 	}
 }
