@@ -10,15 +10,13 @@ import (
 	"testing"
 
 	"omnishm/internal/shmtest"
-	"omnishm/scope"
 )
 
 // Errors say the operation and name the failing file once; callers add the
 // key. The errno stays visible to errors.Is.
 func TestErrorsNameTheFileOnce(t *testing.T) {
-	dir := t.TempDir()
-	key := "k"
-	seg, lock := dir+"/"+key, dir+"/"+scope.LockName(key)
+	const key = "k"
+	dir, seg, lock := keyFiles(t, key)
 	// A directory where a file should be fails the same way as any user.
 	mkdir := func(t *testing.T, path string) {
 		if err := os.Mkdir(path, 0o700); err != nil {
