@@ -5,7 +5,6 @@ package segment
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -143,29 +142,24 @@ func TestTwoReceiverProcessesClaimExactlyOnce(t *testing.T) {
 func TestConcurrentPutsAndClaims(t *testing.T) {
 	p := newProducer(t)
 	var wg sync.WaitGroup
-	errs := make(chan error, 64)
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 25 {
 				key := shmtest.Key("conc")
 				data := shmtest.Payload(100+i, uint64(g*100+i))
 				if _, err := p.Put(key, data); err != nil {
-					errs <- err
+					t.Error(err)
 					return
 				}
 				got, ok, err := Claim("", key)
 				if err != nil || !ok || !bytes.Equal(got, data) {
-					errs <- fmt.Errorf("%s: ok=%v err=%v", key, ok, err)
+					t.Errorf("%s: ok=%v err=%v", key, ok, err)
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
 }
 
 func TestEmptyPayloadRefused(t *testing.T) {
