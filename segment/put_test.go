@@ -24,48 +24,33 @@ import (
 // failing file.
 
 func TestKeys(t *testing.T) {
-	cases := []struct {
-		key string
-		ok  bool
-	}{
-		{"req_0_1", true},
-		{"a.b-c~", true},
-		{"..a", true},
-		{strings.Repeat("k", 237), true},
-		{"ünïcode-κλειδί", true},
-		{"", false},
-		{".", false},
-		{"..", false},
-		{"a/b", false},
-		{"../etc/passwd", false},
-		{"/abs", false},
-		{"nul\x00byte", false},
-		{"not-utf8-\xff", false},
-		{strings.Repeat("k", 238), false}, // lock file name would be 256 bytes
-		{strings.Repeat("k", 256), false},
+	good := []string{"req_0_1", "a.b-c~", "..a", strings.Repeat("k", 237), "ünïcode-κλειδί"}
+	bad := []string{
+		"", ".", "..", "a/b", "../etc/passwd", "/abs", "nul\x00byte", "not-utf8-\xff",
+		strings.Repeat("k", 238), // lock file name would be 256 bytes
+		strings.Repeat("k", 256),
 	}
 	dir := t.TempDir()
 	p := NewProducer(Options{Dir: dir})
 	defer p.Close()
-	for _, c := range cases {
-		if c.ok {
-			mustPut(t, p, c.key, []byte(c.key))
-			if got := mustClaim(t, dir, c.key); string(got) != c.key {
-				t.Errorf("%q: claimed %q", keys.Shorten(c.key), got)
-			}
-			continue
+	for _, key := range good {
+		mustPut(t, p, key, []byte(key))
+		if got := mustClaim(t, dir, key); string(got) != key {
+			t.Errorf("%q: claimed %q", keys.Shorten(key), got)
 		}
-		if _, err := p.Put(c.key, []byte{1}); !errors.Is(err, keys.ErrBadKey) {
-			t.Errorf("Put(%q) = %v, want keys.ErrBadKey", keys.Shorten(c.key), err)
+	}
+	for _, key := range bad {
+		if _, err := p.Put(key, []byte{1}); !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Put(%q) = %v, want keys.ErrBadKey", keys.Shorten(key), err)
 		}
-		if _, _, err := Claim(dir, c.key); !errors.Is(err, keys.ErrBadKey) {
-			t.Errorf("Claim(%q) = %v, want keys.ErrBadKey", keys.Shorten(c.key), err)
+		if _, _, err := Claim(dir, key); !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Claim(%q) = %v, want keys.ErrBadKey", keys.Shorten(key), err)
 		}
-		if ok, err := p.Cleanup(c.key); ok || !errors.Is(err, keys.ErrBadKey) {
-			t.Errorf("Cleanup(%q) = %v, %v, want keys.ErrBadKey", keys.Shorten(c.key), ok, err)
+		if ok, err := p.Cleanup(key); ok || !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Cleanup(%q) = %v, %v, want keys.ErrBadKey", keys.Shorten(key), ok, err)
 		}
-		if _, err := p.Claimed(descriptor.ShmHandle{Name: c.key, Size: 1}); !errors.Is(err, keys.ErrBadKey) {
-			t.Errorf("Claimed(%q) = %v, want keys.ErrBadKey", keys.Shorten(c.key), err)
+		if _, err := p.Claimed(descriptor.ShmHandle{Name: key, Size: 1}); !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Claimed(%q) = %v, want keys.ErrBadKey", keys.Shorten(key), err)
 		}
 	}
 	// The good keys were claimed; the bad ones touched nothing.
