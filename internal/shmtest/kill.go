@@ -66,8 +66,8 @@ func procStat(pid int) (ppid int, state string, ok bool) {
 	return ppid, fields[0], err == nil
 }
 
-// idleRole is the child role, every package's TestMain gets it from Main,
-// of a process that lives until told to exit.
+// idleRole is a child that lives until told to exit; every package's
+// TestMain gets the role from Main, as it gets lockRole.
 const idleRole = "idle"
 
 // idle is the child side of DeadProcess.
