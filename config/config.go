@@ -55,25 +55,34 @@ type Extra struct {
 	Nats Nats
 }
 
-// Nats holds the `extra` settings of a NatsConnector. A zero field means
-// the connector's default (see package natsconn).
+// Nats holds the `extra` settings of a NatsConnector, and is the settings
+// part of natsconn.Options. A zero field means the default package
+// natsconn names.
 type Nats struct {
-	// URL is the server, or several separated by commas.
+	// URL is the server, or several separated by commas; "" means
+	// natsconn.DefaultURL.
 	URL string
-	// Credentials is the path of a NATS credentials (.creds) file.
+	// Credentials is the path of a NATS credentials (.creds) file, if any.
 	Credentials string
-	// Bucket is the key-value bucket holding the publications.
+	// Bucket is the key-value bucket holding the publications; "" means
+	// natsconn.DefaultBucket. Both ends of an edge must use the same one.
 	Bucket string
-	// ObjectStore is the object store holding payloads above the server's
-	// maximum message size.
+	// ObjectStore holds payloads above the server's maximum message size;
+	// "" means Bucket + "_large".
 	ObjectStore string
-	// MaxAge is how long an unclaimed payload stays before it expires.
+	// MaxAge is how long an unclaimed payload stays before the server drops
+	// it; 0 means natsconn.DefaultMaxAge.
 	MaxAge time.Duration
-	// Timeout bounds each operation's wait for the server.
+	// Timeout bounds each operation's wait for the server, including the
+	// wait for a lost connection to come back; an operation moving a large
+	// payload gets the time its bytes take at 32 MiB/s on top. 0 means
+	// natsconn.DefaultTimeout.
 	Timeout time.Duration
-	// Replicas is the bucket's and the object store's replica count.
+	// Replicas is the bucket's and the object store's replica count in a
+	// cluster; 0 means 1.
 	Replicas int
-	// Storage is "file" or "memory".
+	// Storage is "file" (also "") or "memory": publications in the servers'
+	// memory, faster, but a server restart loses them.
 	Storage string
 }
 

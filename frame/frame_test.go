@@ -34,6 +34,16 @@ func encode(t testing.TB, v any, limit int) (*frame.Prepared, []byte) {
 	return p, buf
 }
 
+// mustDecode decodes a frame, failing the test on an error.
+func mustDecode(t testing.TB, b []byte) any {
+	t.Helper()
+	v, err := frame.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // nonceOf returns the nonce of a frame: the last 16 bytes of its header.
 func nonceOf(t testing.TB, b []byte) []byte {
 	t.Helper()
@@ -43,10 +53,7 @@ func nonceOf(t testing.TB, b []byte) []byte {
 
 func TestVectors(t *testing.T) {
 	vectortest.Each(t, vectortest.Frame, func(t *testing.T, c vectortest.Case, raw []byte) {
-		got, err := frame.Decode(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := mustDecode(t, raw)
 		if err := vectortest.SameValue(got, vectortest.Want(t, c)); err != nil {
 			t.Fatalf("Decode vs JSON: %v", err)
 		}
@@ -217,10 +224,7 @@ func TestRoundTripEveryDType(t *testing.T) {
 			if !p.Tensors() {
 				t.Fatal("no tensor frame for a tree with tensors")
 			}
-			got, err := frame.Decode(buf)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := mustDecode(t, buf)
 			plain, _ := wire.Marshal(payload)
 			want, _ := wire.Unmarshal(plain)
 			if err := vectortest.SameValue(got, want); err != nil {
@@ -289,10 +293,7 @@ func TestTypedPayloadMatchesReference(t *testing.T) {
 	if !bytes.Equal(ours, ref) {
 		t.Fatalf("frame differs:\n got %x\nwant %x", ours, ref)
 	}
-	got, err := frame.Decode(ours)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := mustDecode(t, ours)
 	m := got.(map[string]any)
 	if len(m) != 3 || len(m["codes"].(map[string]any)) != 1 {
 		t.Fatalf("omitted fields travelled: %v", m)
@@ -310,10 +311,7 @@ func TestArraysAndImagesKeepMarkerMaps(t *testing.T) {
 	if !bytes.Contains(buf, []byte("__ndarray__")) || !bytes.Contains(buf, []byte("__pil_image__")) || bytes.Contains(buf, []byte("__tensor__")) {
 		t.Fatal("arrays and images must keep marker maps, tensors must not")
 	}
-	got, err := frame.Decode(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := mustDecode(t, buf)
 	m := got.(map[string]any)
 	if !m["a"].(*tensor.Array).Equal(arr) || !m["img"].(*tensor.Image).Equal(img) {
 		t.Fatalf("leaves changed: %v", m)
@@ -327,10 +325,7 @@ func TestLiteralExtStaysLiteral(t *testing.T) {
 	short := wire.Ext{Code: 42, Data: []byte{1, 2, 3}}
 	other := wire.Ext{Code: 7, Data: []byte{9}}
 	_, buf := encode(t, []any{ours, foreign, short, other}, 0)
-	got, err := frame.Decode(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := mustDecode(t, buf)
 	if err := vectortest.SameValue(got, []any{ours, foreign, short, other}); err != nil {
 		t.Fatal(err)
 	}
@@ -350,10 +345,7 @@ func TestReferenceIndexOutOfRange(t *testing.T) {
 func TestSourceOwnership(t *testing.T) {
 	src := filled(t, tensor.Int64, 1, 56)
 	_, buf := encode(t, map[string]any{"codes": src}, 0)
-	got, err := frame.Decode(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := mustDecode(t, buf)
 	want := src.Clone()
 	clear(src.Data)
 	clear(buf) // the ring slot is reused
@@ -393,10 +385,7 @@ func within(inner, outer []byte) bool {
 }
 
 func TestLargeFrameGivesEachTensorItsOwner(t *testing.T) {
-	got, err := frame.Decode(vectortest.Read(t, "large_owner.frame"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := mustDecode(t, vectortest.Read(t, "large_owner.frame"))
 	m := got.(map[string]any)
 	hidden, finished := m["hidden"].(*tensor.Tensor), m["finished"].(*tensor.Tensor)
 	if len(hidden.Data) != 65536 || cap(hidden.Data) != 65536 {
@@ -410,10 +399,7 @@ func TestLargeFrameGivesEachTensorItsOwner(t *testing.T) {
 func TestSmallFrameSharesOneAllocation(t *testing.T) {
 	a, b := filled(t, tensor.Int64, 1, 8), filled(t, tensor.Uint8, 2, 3)
 	_, buf := encode(t, []any{a, b}, 0)
-	got, err := frame.Decode(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := mustDecode(t, buf)
 	l := got.([]any)
 	ga, gb := l[0].(*tensor.Tensor), l[1].(*tensor.Tensor)
 	// b follows a at the next 16-aligned offset of one storage.
@@ -438,10 +424,7 @@ func TestDecodeOwnedSharesTheBufferWhereOneAllocationIsShared(t *testing.T) {
 		alias bool
 	}{{"single", big, true}, {"small", small, true}, {"large", large, false}} {
 		_, buf := encode(t, c.v, 0)
-		want, err := frame.Decode(buf)
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := mustDecode(t, buf)
 		got, err := frame.DecodeOwned(buf)
 		if err != nil {
 			t.Fatal(err)

@@ -158,11 +158,7 @@ func TestBackgroundReaderSeesChange(t *testing.T) {
 	x := add(t, w, dir)
 	e := x.Epoch()
 	shmtest.WriteFile(t, filepath.Join(dir, "f"), nil)
-	select {
-	case <-w.C():
-	case <-time.After(patience):
-		t.Fatal("no notification")
-	}
+	shmtest.Await(t, patience, "a notification", w.C())
 	shmtest.Eventually(t, patience, "the epoch to move", func() bool { return x.Epoch() != e })
 	if !w.Background() || w.Err() != nil || x.Lost() {
 		t.Fatalf("background %v err %v lost %v", w.Background(), w.Err(), x.Lost())

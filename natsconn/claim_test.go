@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/descriptor"
 	"omnishm/internal/conntest"
@@ -181,7 +182,7 @@ func TestStartEmbedded(t *testing.T) {
 	c.Close()
 	stop()
 	stop() // idempotent
-	if _, err := Open(Options{URL: url, Timeout: 100 * time.Millisecond}); !errors.Is(err, ErrUnreachable) {
+	if _, err := Open(Options{Nats: config.Nats{URL: url, Timeout: 100 * time.Millisecond}}); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("open after stop: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log"
 
+	"omnishm/config"
 	"omnishm/natsconn"
 	"omnishm/tensor"
 )
@@ -22,12 +23,12 @@ func Example() {
 	}
 	defer stop()
 
-	producer, err := natsconn.Open(natsconn.Options{URL: url, StageID: "0"})
+	producer, err := natsconn.Open(natsconn.Options{Nats: config.Nats{URL: url}, StageID: "0"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer producer.Close()
-	consumer, err := natsconn.Open(natsconn.Options{URL: url, StageID: "1"})
+	consumer, err := natsconn.Open(natsconn.Options{Nats: config.Nats{URL: url}, StageID: "1"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -84,11 +85,11 @@ func startEdge() (producer, consumer *natsconn.Connector, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if producer, err = natsconn.Open(natsconn.Options{URL: url, StageID: "0"}); err != nil {
+	if producer, err = natsconn.Open(natsconn.Options{Nats: config.Nats{URL: url}, StageID: "0"}); err != nil {
 		stop()
 		log.Fatal(err)
 	}
-	if consumer, err = natsconn.Open(natsconn.Options{URL: url, StageID: "1"}); err != nil {
+	if consumer, err = natsconn.Open(natsconn.Options{Nats: config.Nats{URL: url}, StageID: "1"}); err != nil {
 		producer.Close()
 		stop()
 		log.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"omnishm/config"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/stream"
@@ -223,7 +224,7 @@ func TestUnreachableServer(t *testing.T) {
 	nobody := "nats://" + l.Addr().String()
 	l.Close()
 	within(t, "Open", func() {
-		_, err := Open(Options{URL: nobody, Timeout: 500 * time.Millisecond})
+		_, err := Open(Options{Nats: config.Nats{URL: nobody, Timeout: 500 * time.Millisecond}})
 		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), nobody) {
 			t.Errorf("open with nobody listening: %v", err)
 		}
@@ -277,7 +278,7 @@ func TestUnreachableServer(t *testing.T) {
 
 func TestServerWithoutJetStream(t *testing.T) {
 	ts := startServer(t, func(o *server.Options) { o.JetStream = false })
-	_, err := Open(Options{URL: ts.url(), Timeout: time.Second})
+	_, err := Open(Options{Nats: config.Nats{URL: ts.url(), Timeout: time.Second}})
 	if err == nil || errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "jetstream") {
 		t.Fatalf("open without JetStream: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 // bucket; results are lines on stdout.
 
 func openChild(stage connector.Stage, args []string) (connector.Receiver, []string, error) {
-	c, err := Open(Options{URL: args[0], Bucket: args[1], StageID: stage, Timeout: wait})
+	c, err := Open(Options{Nats: config.Nats{URL: args[0], Bucket: args[1], Timeout: wait}, StageID: stage})
 	return c, args[2:], err
 }
 

@@ -51,6 +51,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/descriptor"
 	"omnishm/keys"
@@ -75,30 +76,10 @@ var ErrClosed = connector.ErrClosed
 
 // Options configure a connector. The zero value connects to DefaultURL.
 type Options struct {
-	// URL is the server, or several separated by commas; "" means DefaultURL.
-	URL string
-	// Credentials is the path of a NATS credentials (.creds) file, if any.
-	Credentials string
-	// Bucket is the key-value bucket of the publications; "" means
-	// DefaultBucket. Both ends of an edge must use the same one.
-	Bucket string
-	// ObjectStore holds payloads above the server's maximum message size;
-	// "" means Bucket + "_large".
-	ObjectStore string
-	// MaxAge is how long an unclaimed payload stays before the server drops
-	// it; 0 means DefaultMaxAge.
-	MaxAge time.Duration
-	// Timeout bounds each operation's wait for the server, including the
-	// wait for a lost connection to come back; an operation moving a large
-	// payload gets the time its bytes take at 32 MiB/s on top. 0 means
-	// DefaultTimeout.
-	Timeout time.Duration
-	// Replicas is the bucket's and the object store's replica count in a
-	// cluster; 0 means 1.
-	Replicas int
-	// Memory keeps publications in the servers' memory instead of files:
-	// faster, but a server restart loses them.
-	Memory bool
+	// Nats holds the server, bucket and storage settings, as a
+	// configuration's extra mapping gives them (see OptionsFrom); a zero
+	// field means its default.
+	config.Nats
 	// StageID is this endpoint's stage: Recv receives on edges into it.
 	// Open refuses a malformed one (connector.ErrBadStage).
 	StageID connector.Stage
@@ -221,7 +202,7 @@ func (c *Connector) setup() error {
 		return fmt.Errorf("natsconn: %w", err)
 	}
 	storage := jetstream.FileStorage
-	if c.opts.Memory {
+	if c.opts.Storage == "memory" {
 		storage = jetstream.MemoryStorage
 	}
 	err = whilePlacing(ctx, func() error {

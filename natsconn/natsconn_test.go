@@ -591,11 +591,11 @@ connectors:
       stage_id: 1
 `, "remote")
 	c := tr.(*Connector)
-	want := Options{URL: ts.url(), Bucket: b, ObjectStore: b + "_large", MaxAge: 90 * time.Second, Timeout: 3 * time.Second, Replicas: 1, Memory: true, StageID: "1"}
+	want := Options{Nats: config.Nats{URL: ts.url(), Bucket: b, ObjectStore: b + "_large", MaxAge: 90 * time.Second, Timeout: 3 * time.Second, Replicas: 1, Storage: "memory"}, StageID: "1"}
 	if c.Options() != want {
 		t.Fatalf("options %+v\nwant    %+v", c.Options(), want)
 	}
-	sender := openConn(t, ts.url(), b, "0", func(o *Options) { o.Memory = true })
+	sender := openConn(t, ts.url(), b, "0", func(o *Options) { o.Storage = "memory" })
 	conntest.MustPut(t, sender, "0", "1", "configured", codes(1, 3))
 	v, _, err := tr.Recv(context.Background(), "0", "configured")
 	if err != nil || conntest.CodesOf(t, v)[0] != 3 {

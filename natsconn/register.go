@@ -16,17 +16,7 @@ func init() {
 // OptionsFrom maps a NatsConnector configuration onto Options; zero
 // settings keep the defaults.
 func OptionsFrom(c config.Connector) Options {
-	n := c.Extra.Nats
-	o := Options{
-		URL:         n.URL,
-		Credentials: n.Credentials,
-		Bucket:      n.Bucket,
-		ObjectStore: n.ObjectStore,
-		MaxAge:      n.MaxAge,
-		Timeout:     n.Timeout,
-		Replicas:    n.Replicas,
-		Memory:      n.Storage == "memory",
-	}
+	o := Options{Nats: c.Extra.Nats}
 	if c.Extra.StageID >= 0 {
 		o.StageID = connector.Stage(strconv.Itoa(c.Extra.StageID))
 	}

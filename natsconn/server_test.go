@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"omnishm/config"
 	"omnishm/connector"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
@@ -200,7 +201,7 @@ func bucket(t testing.TB) string {
 // test ends.
 func openConn(t testing.TB, url, bucket, stage string, configure ...func(*Options)) *Connector {
 	t.Helper()
-	o := Options{URL: url, Bucket: bucket, StageID: connector.Stage(stage), Timeout: wait}
+	o := Options{Nats: config.Nats{URL: url, Bucket: bucket, Timeout: wait}, StageID: connector.Stage(stage)}
 	for _, f := range configure {
 		f(&o)
 	}

@@ -26,14 +26,7 @@ func TestGoProducerPythonLayout(t *testing.T) {
 			mustGet(t, r, "0", "1", fmt.Sprintf("req%d_0_%d", i, i), nil)
 		}
 	}
-	file, err := os.ReadFile(scope.ShmDir + "/" + d.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, frames, err := Parse(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, h, frames := ringFile(t, d)
 	self, err := proc.Self()
 	if err != nil {
 		t.Fatal(err)
@@ -131,4 +124,19 @@ func BenchmarkInspect(b *testing.B) {
 			b.Fatal(info, err)
 		}
 	}
+}
+
+// ringFile reads the ring file d names and parses it, failing the test if
+// it does not parse.
+func ringFile(t testing.TB, d descriptor.RingHandle) ([]byte, Header, []FrameInfo) {
+	t.Helper()
+	file, err := os.ReadFile(scope.ShmDir + "/" + d.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, frames, err := Parse(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file, h, frames
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -315,7 +314,7 @@ func TestEmptyPollNeitherScansNorLocks(t *testing.T) {
 			})
 			before := r.work()
 			for i := range 128 {
-				mustMiss(t, r, "0", "1", "missing-poll-"+strconv.Itoa(i), nil)
+				mustMiss(t, r, "0", "1", fmt.Sprintf("missing-poll-%d", i), nil)
 			}
 			after := r.work()
 			if after.flocks != before.flocks || after.scans != before.scans {
@@ -505,14 +504,7 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 	}
 	// Wait until the frame is consumed, then let both report their claims.
 	shmtest.Eventually(t, wait, "the frame to be claimed", func() bool {
-		file, err := os.ReadFile(scope.ShmDir + "/" + d.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, frames, err := Parse(file)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, _, frames := ringFile(t, d)
 		for _, f := range frames {
 			if f.Position == d.Position {
 				return f.Done
@@ -530,8 +522,8 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 			if l == fmt.Sprintf("got %x", codes(7)) {
 				continue
 			}
-			n, err := strconv.Atoi(strings.TrimPrefix(l, "claims="))
-			if err != nil {
+			var n int
+			if _, err := fmt.Sscanf(l, "claims=%d", &n); err != nil {
 				t.Fatalf("child said %q", l)
 			}
 			total += n

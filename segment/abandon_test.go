@@ -9,10 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"omnishm/internal/shmtest"
-	"omnishm/scope"
 )
 
 // What a crash watchdog needs of the per-key path: the names before the
@@ -20,48 +17,57 @@ import (
 // producer left that it never named by identity.
 
 func TestPutHooksNameFilesBeforeTheyExist(t *testing.T) {
-	dir := t.TempDir()
-	key := "hooked"
-	seg, lock := dir+"/"+key, dir+"/"+scope.LockName(key)
-	var events []string
-	look := func(event string) {
-		events = append(events, event)
-		for _, path := range []string{lock, seg} {
-			var st unix.Stat_t
-			switch err := unix.Lstat(path, &st); {
-			case err != nil:
-				events = append(events, "no "+path)
-			default:
-				events = append(events, path+" size "+strconv.FormatInt(st.Size, 10))
-			}
-		}
-	}
+	const key = "hooked"
+	dir, seg, lock := keyFiles(t, key)
+	log := fileLog{paths: []string{lock, seg}}
 	p := NewProducer(Options{
 		Dir:        dir,
-		WillCreate: func(path string) { look("will create " + path) },
-		OnCreate:   func(path string) { look("created " + path) },
-		OnRemove:   func(path string) { look("removed " + path) },
+		WillCreate: func(path string) { log.look("will create " + path) },
+		OnCreate:   func(path string) { log.look("created " + path) },
+		OnRemove:   func(path string) { log.look("removed " + path) },
 	})
 	mustPut(t, p, key, []byte("payload"))
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{
-		"will create " + seg, "no " + lock, "no " + seg,
-		"created " + seg, lock + " size 0", seg + " size 0",
-		"removed " + seg, lock + " size 0", "no " + seg,
+	log.check(t,
+		"will create "+seg, "no "+lock, "no "+seg,
+		"created "+seg, lock+" size 0", seg+" size 0",
+		"removed "+seg, lock+" size 0", "no "+seg,
+	)
+}
+
+// fileLog records the hooks' events, each followed by what stands at each
+// of paths then: "no PATH" or "PATH size N".
+type fileLog struct {
+	paths  []string
+	events []string
+}
+
+func (l *fileLog) look(event string) {
+	l.events = append(l.events, event)
+	for _, path := range l.paths {
+		if fi, err := os.Lstat(path); err != nil {
+			l.events = append(l.events, "no "+path)
+		} else {
+			l.events = append(l.events, path+" size "+strconv.FormatInt(fi.Size(), 10))
+		}
 	}
-	if !slices.Equal(events, want) {
-		t.Fatalf("hooks saw\n%q\nwant\n%q", events, want)
+}
+
+func (l *fileLog) check(t *testing.T, want ...string) {
+	t.Helper()
+	if !slices.Equal(l.events, want) {
+		t.Fatalf("hooks saw\n%q\nwant\n%q", l.events, want)
 	}
 }
 
 // A Put that fails tells OnRemove that it left nothing at the path it
 // announced.
 func TestFailedPutForgetsItsAnnouncement(t *testing.T) {
-	dir := t.TempDir()
-	key := "fails"
-	if err := os.Mkdir(dir+"/"+scope.LockName(key), 0o700); err != nil {
+	const key = "fails"
+	dir, _, lock := keyFiles(t, key)
+	if err := os.Mkdir(lock, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	var willCreate, removed []string
@@ -133,8 +139,8 @@ func TestRemoveAbandoned(t *testing.T) {
 			if c.root && os.Geteuid() != 0 {
 				t.Skip("needs root to make a file of another uid")
 			}
-			dir := t.TempDir()
-			f := files{seg: dir + "/" + key, lock: dir + "/" + scope.LockName(key)}
+			dir, seg, lock := keyFiles(t, key)
+			f := files{seg, lock}
 			c.setup(t, f)
 			var before []string
 			for _, p := range []string{f.seg, f.lock} {
@@ -184,9 +190,7 @@ func TestClaimRefusesUnsafeFiles(t *testing.T) {
 			os.Symlink(lock+".target", lock)
 		}, false},
 		{"FIFO at the segment's name", func(t *testing.T, seg, lock string) {
-			if err := unix.Mkfifo(seg, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			shmtest.Mkfifo(t, seg)
 			shmtest.WriteFile(t, lock, nil)
 		}, false},
 		{"another user's segment", func(t *testing.T, seg, lock string) {
@@ -203,8 +207,7 @@ func TestClaimRefusesUnsafeFiles(t *testing.T) {
 			if c.root && os.Geteuid() != 0 {
 				t.Skip("needs root to make a file of another uid")
 			}
-			dir := t.TempDir()
-			seg, lock := dir+"/"+key, dir+"/"+scope.LockName(key)
+			dir, seg, lock := keyFiles(t, key)
 			c.setup(t, seg, lock)
 			entries, _ := os.ReadDir(dir)
 			data, ok, err := Claim(dir, key)
@@ -221,25 +224,16 @@ func TestClaimRefusesUnsafeFiles(t *testing.T) {
 // A Claimer names the segment to a crash watchdog for exactly the window
 // in which the receiver's death would leave its lock file behind.
 func TestClaimerHooksSpanTheUnlinks(t *testing.T) {
-	dir := t.TempDir()
-	key := "claimed"
-	seg, lock := dir+"/"+key, dir+"/"+scope.LockName(key)
-	var events []string
-	look := func(event string) {
-		events = append(events, event)
-		for _, path := range []string{seg, lock} {
-			if _, err := os.Lstat(path); err != nil {
-				events = append(events, "no "+path)
-			}
-		}
-	}
+	const key = "claimed"
+	dir, seg, lock := keyFiles(t, key)
+	log := fileLog{paths: []string{seg, lock}}
 	c := Claimer{
 		Dir:        dir,
-		WillRemove: func(path string) { look("will remove " + path) },
-		OnRemove:   func(path string) { look("removed " + path) },
+		WillRemove: func(path string) { log.look("will remove " + path) },
+		OnRemove:   func(path string) { log.look("removed " + path) },
 	}
-	if _, ok, err := c.Claim(key); ok || err != nil || len(events) > 0 {
-		t.Fatalf("a miss: ok=%v err=%v hooks %q", ok, err, events)
+	if _, ok, err := c.Claim(key); ok || err != nil || len(log.events) > 0 {
+		t.Fatalf("a miss: ok=%v err=%v hooks %q", ok, err, log.events)
 	}
 	p := NewProducer(Options{Dir: dir})
 	defer p.Close()
@@ -247,7 +241,8 @@ func TestClaimerHooksSpanTheUnlinks(t *testing.T) {
 	if data, ok, err := c.Claim(key); !ok || err != nil || string(data) != "payload" {
 		t.Fatalf("claim: %q ok=%v err=%v", data, ok, err)
 	}
-	if want := []string{"will remove " + seg, "removed " + seg, "no " + seg, "no " + lock}; !slices.Equal(events, want) {
-		t.Fatalf("hooks saw %q, want %q", events, want)
-	}
+	log.check(t,
+		"will remove "+seg, seg+" size 7", lock+" size 0",
+		"removed "+seg, "no "+seg, "no "+lock,
+	)
 }

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"os"
 	"testing"
-
-	"omnishm/scope"
 )
 
 // FuzzClaim plays a corrupt or hostile segment, in the plain or the
@@ -23,9 +21,8 @@ func FuzzClaim(f *testing.F) {
 	f.Add(append(wrap([]byte("body")), 'x'))
 	f.Add([]byte("OMNIIPC1\x00\x00\x00\x00\x00\x00\x00\x04\x00\x00\x00\x00body"))
 	f.Add([]byte("OMNIIPC1\xff\xff\xff\xff\xff\xff\xff\xff\x00\x00\x00\x00"))
-	dir := f.TempDir()
 	const key = "fuzzed"
-	seg, lock := dir+"/"+key, dir+"/"+scope.LockName(key)
+	dir, seg, lock := keyFiles(f, key)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		if err := os.WriteFile(seg, raw, 0o600); err != nil {
 			t.Fatal(err)

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
 )
@@ -44,10 +42,7 @@ func TestPutKeepsAnotherUsersFile(t *testing.T) {
 // A FIFO swapped in at a segment's name between Claim's stat and its open
 // is an error, not an open that blocks until some writer appears.
 func TestReadSegmentFIFO(t *testing.T) {
-	path := t.TempDir() + "/fifo"
-	if err := unix.Mkfifo(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := shmtest.Mkfifo(t, t.TempDir()+"/fifo")
 	if data, err := readSegment(path, nil); err == nil || data != nil {
 		t.Fatalf("readSegment(FIFO) = %q, %v", data, err)
 	}

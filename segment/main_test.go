@@ -114,6 +114,14 @@ func mustClaim(t *testing.T, dir, key string) []byte {
 	return data
 }
 
+// keyFiles makes a directory for key's files, removed when the test ends,
+// and returns it with key's segment and lock file in it (SPEC §6).
+func keyFiles(tb testing.TB, key string) (dir, seg, lock string) {
+	dir = tb.TempDir()
+	kf := shmtest.KeyFiles(dir, key)
+	return dir, kf[0], kf[1]
+}
+
 // keyGone fails unless key's segment and lock file in dir are both absent.
 func keyGone(t *testing.T, dir, key string) {
 	t.Helper()

@@ -5,11 +5,11 @@ package segment
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -20,51 +20,37 @@ import (
 )
 
 // Put and Claim: the payload crosses processes intact, exactly one receiver
-// gets it, and a bad or empty publication touches nothing.
+// gets it, a bad or empty publication touches nothing, and errors name the
+// failing file.
 
 func TestKeys(t *testing.T) {
-	cases := []struct {
-		key string
-		ok  bool
-	}{
-		{"req_0_1", true},
-		{"a.b-c~", true},
-		{"..a", true},
-		{strings.Repeat("k", 237), true},
-		{"ünïcode-κλειδί", true},
-		{"", false},
-		{".", false},
-		{"..", false},
-		{"a/b", false},
-		{"../etc/passwd", false},
-		{"/abs", false},
-		{"nul\x00byte", false},
-		{"not-utf8-\xff", false},
-		{strings.Repeat("k", 238), false}, // lock file name would be 256 bytes
-		{strings.Repeat("k", 256), false},
+	good := []string{"req_0_1", "a.b-c~", "..a", strings.Repeat("k", 237), "ünïcode-κλειδί"}
+	bad := []string{
+		"", ".", "..", "a/b", "../etc/passwd", "/abs", "nul\x00byte", "not-utf8-\xff",
+		strings.Repeat("k", 238), // lock file name would be 256 bytes
+		strings.Repeat("k", 256),
 	}
 	dir := t.TempDir()
 	p := NewProducer(Options{Dir: dir})
 	defer p.Close()
-	for _, c := range cases {
-		if c.ok {
-			mustPut(t, p, c.key, []byte(c.key))
-			if got := mustClaim(t, dir, c.key); string(got) != c.key {
-				t.Errorf("%q: claimed %q", keys.Shorten(c.key), got)
-			}
-			continue
+	for _, key := range good {
+		mustPut(t, p, key, []byte(key))
+		if got := mustClaim(t, dir, key); string(got) != key {
+			t.Errorf("%q: claimed %q", keys.Shorten(key), got)
 		}
-		if _, err := p.Put(c.key, []byte{1}); !errors.Is(err, keys.ErrBadKey) {
-			t.Errorf("Put(%q) = %v, want keys.ErrBadKey", keys.Shorten(c.key), err)
+	}
+	for _, key := range bad {
+		if _, err := p.Put(key, []byte{1}); !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Put(%q) = %v, want keys.ErrBadKey", keys.Shorten(key), err)
 		}
-		if _, _, err := Claim(dir, c.key); !errors.Is(err, keys.ErrBadKey) {
-			t.Errorf("Claim(%q) = %v, want keys.ErrBadKey", keys.Shorten(c.key), err)
+		if _, _, err := Claim(dir, key); !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Claim(%q) = %v, want keys.ErrBadKey", keys.Shorten(key), err)
 		}
-		if ok, err := p.Cleanup(c.key); ok || !errors.Is(err, keys.ErrBadKey) {
-			t.Errorf("Cleanup(%q) = %v, %v, want keys.ErrBadKey", keys.Shorten(c.key), ok, err)
+		if ok, err := p.Cleanup(key); ok || !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Cleanup(%q) = %v, %v, want keys.ErrBadKey", keys.Shorten(key), ok, err)
 		}
-		if _, err := p.Claimed(descriptor.ShmHandle{Name: c.key, Size: 1}); !errors.Is(err, keys.ErrBadKey) {
-			t.Errorf("Claimed(%q) = %v, want keys.ErrBadKey", keys.Shorten(c.key), err)
+		if _, err := p.Claimed(descriptor.ShmHandle{Name: key, Size: 1}); !errors.Is(err, keys.ErrBadKey) {
+			t.Errorf("Claimed(%q) = %v, want keys.ErrBadKey", keys.Shorten(key), err)
 		}
 	}
 	// The good keys were claimed; the bad ones touched nothing.
@@ -143,29 +129,24 @@ func TestTwoReceiverProcessesClaimExactlyOnce(t *testing.T) {
 func TestConcurrentPutsAndClaims(t *testing.T) {
 	p := newProducer(t)
 	var wg sync.WaitGroup
-	errs := make(chan error, 64)
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 25 {
 				key := shmtest.Key("conc")
 				data := shmtest.Payload(100+i, uint64(g*100+i))
 				if _, err := p.Put(key, data); err != nil {
-					errs <- err
+					t.Error(err)
 					return
 				}
 				got, ok, err := Claim("", key)
 				if err != nil || !ok || !bytes.Equal(got, data) {
-					errs <- fmt.Errorf("%s: ok=%v err=%v", key, ok, err)
+					t.Errorf("%s: ok=%v err=%v", key, ok, err)
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
 }
 
 func TestEmptyPayloadRefused(t *testing.T) {
@@ -205,4 +186,59 @@ func TestZeroProducer(t *testing.T) {
 		t.Fatal(err)
 	}
 	keyGone(t, DefaultDir, key)
+}
+
+// Errors say the operation and name the failing file once; callers add the
+// key. The errno stays visible to errors.Is.
+func TestErrorsNameTheFileOnce(t *testing.T) {
+	const key = "k"
+	dir, seg, lock := keyFiles(t, key)
+	// A directory where a file should be fails the same way as any user.
+	mkdir := func(t *testing.T, path string) {
+		if err := os.Mkdir(path, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := func() error {
+		_, err := NewProducer(Options{Dir: dir}).Put(key, []byte("x"))
+		return err
+	}
+	claim := func() error {
+		_, _, err := Claim(dir, key)
+		return err
+	}
+	cases := []struct {
+		name   string
+		setup  func(t *testing.T)
+		run    func() error
+		prefix string // the whole message up to the cause
+		cause  error
+	}{
+		{"put, lock file is a directory", func(t *testing.T) { mkdir(t, lock) },
+			put, "segment: put: open " + lock + ": ", syscall.EISDIR},
+		{"put, segment is a directory", func(t *testing.T) { mkdir(t, seg) },
+			put, "segment: put: replace " + seg + ": ", syscall.EISDIR},
+		{"claim, lock file is a directory", func(t *testing.T) {
+			shmtest.WriteFile(t, seg, []byte("x"))
+			mkdir(t, lock)
+		}, claim, "segment: claim: open " + lock + ": ", syscall.EISDIR},
+		{"claim, corrupt", func(t *testing.T) {
+			shmtest.WriteFile(t, seg, []byte("OMNIIPC1 short"))
+			shmtest.WriteFile(t, lock, nil)
+		}, claim, "segment: claim: unwrap " + seg + ": corrupt segment: ", ErrCorrupt},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.setup(t)
+			defer os.Remove(seg)
+			defer os.Remove(lock)
+			err := c.run()
+			if err == nil || !strings.HasPrefix(err.Error(), c.prefix) || !errors.Is(err, c.cause) {
+				t.Fatalf("error %v, want %q... wrapping %v", err, c.prefix, c.cause)
+			}
+			if n := strings.Count(err.Error(), dir+"/"); n != 1 {
+				t.Fatalf("error %q names a file %d times", err, n)
+			}
+		})
+	}
 }

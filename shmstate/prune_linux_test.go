@@ -15,29 +15,7 @@ import (
 	"omnishm/wake"
 )
 
-func TestMain(m *testing.M) {
-	shmtest.Main(m, map[string]func([]string) int{
-		// idle is a process that lives until told to exit: a producer to kill.
-		"idle": func([]string) int {
-			shmtest.Say("ready")
-			shmtest.Hear()
-			return 0
-		},
-	})
-}
-
-// deadProcess returns the pid and start time of a process that has exited.
-func deadProcess(t *testing.T) (int, uint64) {
-	p := shmtest.Start(t, "idle")
-	p.Expect(t, 10*time.Second, "ready")
-	pid := p.Pid()
-	start, err := proc.StartTime(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Kill()
-	return pid, start
-}
+func TestMain(m *testing.M) { shmtest.Main(m, nil) }
 
 // fixture is a fake shared-memory directory holding one scope's state.
 type fixture struct {
@@ -47,14 +25,6 @@ type fixture struct {
 	liveRing         string
 	deadRing         string
 	now              time.Time
-}
-
-func touch(t *testing.T, path string, data []byte, age time.Duration, now time.Time) {
-	t.Helper()
-	shmtest.WriteFile(t, path, data)
-	if age > 0 {
-		shmtest.SetMtime(t, path, now.Add(-age))
-	}
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -72,21 +42,21 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadPID, deadStart := deadProcess(t)
+	dead := shmtest.DeadProcess(t)
 	f.liveRing = f.names.RingName("0", "1", os.Getpid(), "aa")
-	f.deadRing = f.names.RingName("0", "1", deadPID, "bb")
-	touch(t, filepath.Join(f.dir, f.liveRing), buildRing(4096, uint64(os.Getpid()), self, []frameSpec{
+	f.deadRing = f.names.RingName("0", "1", dead.PID, "bb")
+	shmtest.WriteFile(t, filepath.Join(f.dir, f.liveRing), buildRing(4096, uint64(os.Getpid()), self, []frameSpec{
 		{key: "done", payload: 5, state: stateDone},
 		{key: "r1", payload: 50},
 		{key: "r2", payload: 7, kind: 1},
-	}), 0, f.now)
-	touch(t, filepath.Join(f.dir, f.deadRing), buildRing(4096, uint64(deadPID), deadStart, []frameSpec{{key: "lost", payload: 3}}), 0, f.now)
+	}))
+	shmtest.WriteFile(t, filepath.Join(f.dir, f.deadRing), buildRing(4096, uint64(dead.PID), dead.Start, []frameSpec{{key: "lost", payload: 3}}))
 	for _, m := range []string{f.liveRing, f.deadRing, f.names.EdgePrefix("0", "2") + "77_cc"} {
-		touch(t, filepath.Join(f.ringDir, m), nil, 0, f.now)
+		shmtest.WriteFile(t, filepath.Join(f.ringDir, m), nil)
 	}
 	// Per-key files: an orphan lock, a young lock, a segment with its lock.
-	touch(t, filepath.Join(f.dir, scope.LockName("orphan")), nil, 2*time.Minute, f.now)
-	touch(t, filepath.Join(f.dir, scope.LockName("young")), nil, 0, f.now)
+	shmtest.WriteFileAt(t, filepath.Join(f.dir, scope.LockName("orphan")), nil, f.now.Add(-2*time.Minute))
+	shmtest.WriteFile(t, filepath.Join(f.dir, scope.LockName("young")), nil)
 	// The young lock file is a put in progress: its producer (this test)
 	// has it open.
 	young, err := os.Open(filepath.Join(f.dir, scope.LockName("young")))
@@ -94,9 +64,9 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { young.Close() })
-	touch(t, filepath.Join(f.dir, "seg"), []byte("12345"), time.Hour, f.now)
-	touch(t, filepath.Join(f.dir, scope.LockName("seg")), nil, time.Hour, f.now)
-	touch(t, filepath.Join(f.dir, "unrelated"), []byte("x"), time.Hour, f.now)
+	shmtest.WriteFileAt(t, filepath.Join(f.dir, "seg"), []byte("12345"), f.now.Add(-time.Hour))
+	shmtest.WriteFileAt(t, filepath.Join(f.dir, scope.LockName("seg")), nil, f.now.Add(-time.Hour))
+	shmtest.WriteFileAt(t, filepath.Join(f.dir, "unrelated"), []byte("x"), f.now.Add(-time.Hour))
 	// Wakeup FIFOs: one with a reader (held by this test), one without.
 	for _, n := range []string{"1_0a", "1_0b"} {
 		shmtest.Mkfifo(t, filepath.Join(f.wakeDir, n))
@@ -204,7 +174,7 @@ func TestPrune(t *testing.T) {
 	// A lock file as young whose segment is gone and that no process has
 	// open: its owner is provably gone, so it goes at once (SPEC §6's
 	// check, lock, re-check; the grace is only for what cannot be told).
-	touch(t, filepath.Join(f.dir, scope.LockName("abandoned")), nil, 0, f.now)
+	shmtest.WriteFile(t, filepath.Join(f.dir, scope.LockName("abandoned")), nil)
 	want := []string{
 		filepath.Join(f.dir, f.deadRing),
 		filepath.Join(f.dir, scope.LockName("orphan")),
@@ -317,7 +287,7 @@ func TestNameLiveness(t *testing.T) {
 	if got := nameLiveness(os.Getpid()); got != Unknown {
 		t.Errorf("nameLiveness(self) = %s", got)
 	}
-	pid, _ := deadProcess(t)
+	pid := shmtest.DeadProcess(t).PID
 	shmtest.Eventually(t, 10*time.Second, "the killed child to be reaped", func() bool { return proc.Gone(pid) })
 	if got := nameLiveness(pid); got != Dead {
 		t.Errorf("nameLiveness(dead) = %s", got)
@@ -359,10 +329,10 @@ func TestPruneLeavesLinksAndStrangers(t *testing.T) {
 	now := time.Now()
 	keep := shmtest.Planted(t, dir, now.Add(-time.Hour), []string{scope.LockName("link")}, []string{scope.LockName("foreign")})
 	if os.Geteuid() == 0 {
-		deadPID, deadStart := deadProcess(t)
+		dead := shmtest.DeadProcess(t)
 		n := scope.ForUID(os.Getuid(), "x", 1) // our names, their file
-		ring := filepath.Join(dir, n.RingName("0", "1", deadPID, "dd"))
-		touch(t, ring, buildRing(4096, uint64(deadPID), deadStart, nil), 0, now)
+		ring := filepath.Join(dir, n.RingName("0", "1", dead.PID, "dd"))
+		shmtest.WriteFile(t, ring, buildRing(4096, uint64(dead.PID), dead.Start, nil))
 		shmtest.Foreign(t, ring)
 		keep = append(keep, ring)
 	}
@@ -396,7 +366,7 @@ func TestPruneSleepers(t *testing.T) {
 		writeSleepers(t, f.wakeDir, fifo, true)
 	}
 	writeSleepers(t, f.wakeDir, "1_0f", false)
-	touch(t, filepath.Join(f.wakeDir, scope.TempFIFOName("0d")), nil, 0, f.now)
+	shmtest.WriteFile(t, filepath.Join(f.wakeDir, scope.TempFIFOName("0d")), nil)
 	fd, err := unix.Open(filepath.Join(f.wakeDir, scope.SleepersName("1_0e")), unix.O_RDONLY, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,9 @@ type conversion[H Half | BHalf] struct {
 	want H
 }
 
+// f32 is the float32 of the given bits, for cases at exact bit patterns.
+var f32 = math.Float32frombits
+
 func checkConversions[H Half | BHalf](t *testing.T, name string, from func(float32) H, cases []conversion[H]) {
 	t.Helper()
 	for _, c := range cases {
@@ -23,7 +26,6 @@ func checkConversions[H Half | BHalf](t *testing.T, name string, from func(float
 }
 
 func TestHalfFromKnownBits(t *testing.T) {
-	f32 := math.Float32frombits
 	checkConversions(t, "HalfFrom", HalfFrom, []conversion[Half]{
 		{1, 0x3c00},
 		{-2, 0xc000},
@@ -175,7 +177,6 @@ func TestHalfRounding(t *testing.T) {
 }
 
 func TestBHalf(t *testing.T) {
-	f32 := math.Float32frombits
 	checkConversions(t, "BHalfFrom", BHalfFrom, []conversion[BHalf]{
 		{1, 0x3f80},
 		{-2, 0xc000},

@@ -13,11 +13,7 @@ import (
 // BenchmarkNativeList: the seed's tensor-free token list
 // (test_tensor_free_lists_reuse_native_serialization).
 func BenchmarkNativeList(b *testing.B) {
-	ids := make([]any, 8192)
-	for i := range ids {
-		ids[i] = i
-	}
-	payload := map[string]any{"prompt_token_ids": ids}
+	payload := nativeList()
 	buf, _ := wire.Marshal(payload)
 	b.SetBytes(int64(len(buf)))
 	b.ReportAllocs()
@@ -35,11 +31,7 @@ func BenchmarkNativeList(b *testing.B) {
 // BenchmarkNativeListBaseline: the same round trip through
 // github.com/vmihailenco/msgpack/v5's reflection codec, for the ratio.
 func BenchmarkNativeListBaseline(b *testing.B) {
-	ids := make([]any, 8192)
-	for i := range ids {
-		ids[i] = i
-	}
-	payload := map[string]any{"prompt_token_ids": ids}
+	payload := nativeList()
 	b.ReportAllocs()
 	for b.Loop() {
 		out, err := msgpack.Marshal(payload)
@@ -51,6 +43,15 @@ func BenchmarkNativeListBaseline(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// nativeList is the seed's tensor-free payload: 8192 token ids.
+func nativeList() map[string]any {
+	ids := make([]any, 8192)
+	for i := range ids {
+		ids[i] = i
+	}
+	return map[string]any{"prompt_token_ids": ids}
 }
 
 // chunkTree is a decoded codec step: int64 codes, float32 hidden states,

@@ -7,6 +7,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
+
+	"omnishm/proc"
 )
 
 // For children a test kills at random (crash soaks): reading and writing
@@ -60,4 +64,29 @@ func procStat(pid int) (ppid int, state string, ok bool) {
 	}
 	ppid, err = strconv.Atoi(fields[1])
 	return ppid, fields[0], err == nil
+}
+
+// idleRole is a child that lives until told to exit; every package's
+// TestMain gets the role from Main, as it gets lockRole.
+const idleRole = "idle"
+
+// idle is the child side of DeadProcess.
+func idle([]string) int {
+	Say("ready")
+	Hear()
+	return 0
+}
+
+// DeadProcess returns the identity of a process that has exited, such as a
+// crashed producer whose files outlive it.
+func DeadProcess(t testing.TB) proc.ID {
+	t.Helper()
+	p := Start(t, idleRole)
+	p.Expect(t, 20*time.Second, "ready")
+	start, err := proc.StartTime(p.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	return proc.ID{PID: p.Pid(), Start: start}
 }

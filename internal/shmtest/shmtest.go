@@ -37,6 +37,7 @@ var (
 // by this package's helpers left a file in /dev/shm.
 func Main(m *testing.M, roles map[string]func(args []string) int) {
 	register(lockRole, holdLock)
+	register(idleRole, idle)
 	for name, fn := range roles {
 		register(name, fn)
 	}
