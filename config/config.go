@@ -108,7 +108,7 @@ func (c Connector) Validate() error {
 		if c.Extra.HostRingBytes != 0 || c.Extra.WakeupScope != "" {
 			return invalid("extra", "host_ring_bytes and wakeup_scope are SharedMemoryConnector settings")
 		}
-		return c.Extra.Nats.validate()
+		return c.Extra.Nats.Validate()
 	}
 	if c.Extra.Nats != (Nats{}) {
 		return invalid("extra", "NATS settings on a %s", c.Name)
@@ -126,8 +126,10 @@ func checkName(name string) error {
 	return invalid("name", "unknown connector %q (known: %s, %s)", name, SharedMemoryConnector, NatsConnector)
 }
 
-// validate checks each setting of a NatsConnector, in field order.
-func (n Nats) validate() error {
+// Validate reports the first setting of n no NATS connector accepts, in
+// field order, naming its field, wrapped with ErrInvalid. natsconn.Open
+// calls it on its Options.
+func (n Nats) Validate() error {
 	for _, check := range []func() error{
 		func() error { return checkURL(n.URL) },
 		func() error { return checkBucket("extra.bucket", n.Bucket) },

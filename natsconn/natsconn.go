@@ -149,6 +149,9 @@ func Open(opts Options) (*Connector, error) {
 			return nil, fmt.Errorf("natsconn: open: %w", err)
 		}
 	}
+	if err := opts.Nats.Validate(); err != nil {
+		return nil, fmt.Errorf("natsconn: open: %w", err)
+	}
 	opts = opts.withDefaults()
 	c := &Connector{
 		opts:       opts,

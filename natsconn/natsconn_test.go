@@ -606,6 +606,13 @@ connectors:
 	if _, err := connector.New(bad); !errors.Is(err, config.ErrInvalid) {
 		t.Fatalf("invalid configuration: %v", err)
 	}
+	// Options set in code meet the same checks, before any server is asked.
+	for _, n := range []config.Nats{{Storage: "disk"}, {Replicas: -1}, {Bucket: "a.b"}, {Timeout: time.Microsecond}} {
+		n.URL = ts.url()
+		if _, err := Open(Options{Nats: n}); !errors.Is(err, config.ErrInvalid) || !strings.HasPrefix(err.Error(), "natsconn: open: config: extra.") {
+			t.Errorf("Open(%+v): %v", n, err)
+		}
+	}
 }
 
 // What the watch delivered before anyone asked for it is claimed without
