@@ -16,18 +16,13 @@ import (
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
-	"omnishm/scope"
 	"omnishm/tensor"
 )
 
 func mustMux(t *testing.T, tr connector.Receiver, opts MuxOptions) *Mux {
 	t.Helper()
 	m, err := NewMux(tr, "0", "1", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return closedAtEnd(t, m, err)
 }
 
 // checkChunk checks a chunk's codes and finish mark: chunk n of request r
@@ -48,54 +43,51 @@ func checkChunk(c Chunk, r, chunks int) error {
 // yields every chunk once, in order within each request.
 func TestMuxManyInterleavedRequests(t *testing.T) {
 	const requests, chunks = 500, 4
-	for _, rc := range conntest.Rings {
-		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			recv := conntest.Open(t, sc, "1", rc.Bytes)
-			m := mustMux(t, recv, MuxOptions{Buffer: 2})
-			ids := make([]string, requests)
-			index := map[string]int{}
-			for r := range ids {
-				ids[r] = shmtest.Key("mux")
-				index[ids[r]] = r
-				if err := m.Add(ids[r]); err != nil {
-					t.Fatal(err)
-				}
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		recv := conntest.Open(t, sc, "1", ringBytes)
+		m := mustMux(t, recv, MuxOptions{Buffer: 2})
+		ids := make([]string, requests)
+		index := map[string]int{}
+		for r := range ids {
+			ids[r] = shmtest.Key("mux")
+			index[ids[r]] = r
+			if err := m.Add(ids[r]); err != nil {
+				t.Fatal(err)
 			}
-			p := shmtest.Start(t, "produce", append([]string{sc, strconv.Itoa(rc.Bytes), strconv.Itoa(chunks)}, ids...)...)
-			ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
-			defer cancel()
-			next := make([]int, requests)
-			for range requests * chunks {
-				c, err := m.Next(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r, ok := index[c.Request]
-				if !ok || c.N != next[r] {
-					t.Fatalf("request %s: chunk %d, want %d", c.Request, c.N, next[r])
-				}
-				next[r]++
-				if err := checkChunk(c, r, chunks); err != nil {
-					t.Fatal(err)
-				}
+		}
+		p := shmtest.Start(t, "produce", append([]string{sc, strconv.Itoa(ringBytes), strconv.Itoa(chunks)}, ids...)...)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
+		defer cancel()
+		next := make([]int, requests)
+		for range requests * chunks {
+			c, err := m.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
 			}
-			for r, n := range next {
-				if n != chunks {
-					t.Fatalf("request %d: %d chunks", r, n)
-				}
+			r, ok := index[c.Request]
+			if !ok || c.N != next[r] {
+				t.Fatalf("request %s: chunk %d, want %d", c.Request, c.N, next[r])
 			}
-			releaseDrained(t, p)
-			if h := recv.Health(); h.Gets != requests*chunks {
-				t.Fatalf("health %+v: want %d gets", h, requests*chunks)
+			next[r]++
+			if err := checkChunk(c, r, chunks); err != nil {
+				t.Fatal(err)
 			}
-			short, stop := context.WithCancel(ctx)
-			stop()
-			if _, err := m.Next(short); !errors.Is(err, context.Canceled) {
-				t.Fatalf("Next with every request done: %v", err)
+		}
+		for r, n := range next {
+			if n != chunks {
+				t.Fatalf("request %d: %d chunks", r, n)
 			}
-		})
-	}
+		}
+		releaseDrained(t, p)
+		if h := recv.Health(); h.Gets != requests*chunks {
+			t.Fatalf("health %+v: want %d gets", h, requests*chunks)
+		}
+		short, stop := context.WithCancel(ctx)
+		stop()
+		if _, err := m.Next(short); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Next with every request done: %v", err)
+		}
+	})
 }
 
 // A consumer that stops reading: the Mux claims Buffer chunks of the
@@ -218,21 +210,29 @@ func roleStallMany(args []string) int {
 	return 0
 }
 
+// startStalled starts a stallmany producer of chunks chunks of each of
+// requests, on a scope of the test's own with a receiver (stage 1) open,
+// and returns once the producer has sent them all.
+func startStalled(tb testing.TB, ringBytes, chunks int, requests ...string) (*connector.SHM, *shmtest.Proc) {
+	tb.Helper()
+	sc := conntest.CrashScope(tb, requests...)
+	recv := conntest.Open(tb, sc, "1", ringBytes)
+	p := shmtest.Start(tb, "stallmany", append([]string{sc, strconv.Itoa(ringBytes), strconv.Itoa(chunks)}, requests...)...)
+	p.Expect(tb, wait, "sent")
+	return recv, p
+}
+
 // A ring producer killed mid-stream ends its readers and its Mux requests
 // with ErrSenderGone, though nobody told them its process and their
 // progress timeout is an hour: they follow the producer of the ring their
 // chunks came from.
 func TestRingProducerDeathEndsReaders(t *testing.T) {
 	const readers, chunks = 4, 3
-	sc := shmtest.Scope(t)
 	ids := make([]string, readers+1)
 	for i := range ids {
 		ids[i] = shmtest.Key("dies")
 	}
-	conntest.RemoveAtEnd(t, scope.New(sc), shmtest.Prefix())
-	recv := conntest.Open(t, sc, "1", ring.DefaultCapacity)
-	p := shmtest.Start(t, "stallmany", append([]string{sc, strconv.Itoa(ring.DefaultCapacity), strconv.Itoa(chunks)}, ids...)...)
-	p.Expect(t, wait, "sent")
+	recv, p := startStalled(t, ring.DefaultCapacity, chunks, ids...)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	hour := ReaderOptions{ProgressTimeout: time.Hour}
@@ -295,14 +295,8 @@ func BenchmarkSenderGoneAfterKill(b *testing.B) {
 }
 
 func killAndWait(b *testing.B) time.Duration {
-	sc := shmtest.Scope(b)
-	conntest.RemoveAtEnd(b, scope.New(sc), shmtest.Prefix())
-	recv := conntest.Open(b, sc, "1", ring.DefaultCapacity)
 	req := shmtest.Key("kill")
-	p := shmtest.Start(b, "stallmany", sc, strconv.Itoa(ring.DefaultCapacity), "1", req)
-	if l := p.Line(b, wait); l != "sent" {
-		b.Fatalf("producer: %s", l)
-	}
+	recv, p := startStalled(b, ring.DefaultCapacity, 1, req)
 	rd, err := NewReader(recv, "0", "1", req, ReaderOptions{ProgressTimeout: time.Hour})
 	if err != nil {
 		b.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"omnishm/internal/shmtest"
 	"omnishm/proc"
 	"omnishm/ring"
-	"omnishm/scope"
 )
 
 const wait = 30 * time.Second
@@ -121,42 +120,39 @@ func childID(t *testing.T, p *shmtest.Proc) proc.ID {
 // request's chunks once, in order, with the finish mark on the last.
 func TestCrossProcessInterleaved(t *testing.T) {
 	const requests, chunks = 8, 24
-	for _, rc := range conntest.Rings {
-		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			recv := conntest.Open(t, sc, "1", rc.Bytes)
-			var ids []string
-			for range requests {
-				ids = append(ids, shmtest.Key("req"))
-			}
-			p := shmtest.Start(t, "produce", append([]string{sc, strconv.Itoa(rc.Bytes), strconv.Itoa(chunks)}, ids...)...)
-			ctx, cancel := context.WithTimeout(context.Background(), wait)
-			defer cancel()
-			var wg sync.WaitGroup
-			errs := make([]error, requests)
-			sender := childID(t, p)
-			for r, id := range ids {
-				rd := mustReader(t, recv, id, ReaderOptions{Sender: sender})
-				wg.Go(func() { errs[r] = readAll(ctx, rd, r, chunks) })
-			}
-			wg.Wait()
-			if err := errors.Join(errs...); err != nil {
-				t.Fatal(err)
-			}
-			releaseDrained(t, p)
-			h := recv.Health()
-			if h.Gets != requests*chunks {
-				t.Fatalf("receiver health %+v, want %d gets", h, requests*chunks)
-			}
-			// The 4 MiB ring holds the whole run; the 4 KiB one mixes paths.
-			switch {
-			case rc.Bytes == ring.DefaultCapacity && h.HostRingGets != h.Gets,
-				rc.Bytes == connector.NoRing && h.HostRingGets != 0:
-				t.Fatalf("receiver health %+v: wrong path for ring bytes %d", h, rc.Bytes)
-			}
-			t.Logf("receiver health %+v", h)
-		})
-	}
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		recv := conntest.Open(t, sc, "1", ringBytes)
+		var ids []string
+		for range requests {
+			ids = append(ids, shmtest.Key("req"))
+		}
+		p := shmtest.Start(t, "produce", append([]string{sc, strconv.Itoa(ringBytes), strconv.Itoa(chunks)}, ids...)...)
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		var wg sync.WaitGroup
+		errs := make([]error, requests)
+		sender := childID(t, p)
+		for r, id := range ids {
+			rd := mustReader(t, recv, id, ReaderOptions{Sender: sender})
+			wg.Go(func() { errs[r] = readAll(ctx, rd, r, chunks) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		releaseDrained(t, p)
+		h := recv.Health()
+		if h.Gets != requests*chunks {
+			t.Fatalf("receiver health %+v, want %d gets", h, requests*chunks)
+		}
+		// The 4 MiB ring holds the whole run; the 4 KiB one mixes paths.
+		switch {
+		case ringBytes == ring.DefaultCapacity && h.HostRingGets != h.Gets,
+			ringBytes == connector.NoRing && h.HostRingGets != 0:
+			t.Fatalf("receiver health %+v: wrong path for ring bytes %d", h, ringBytes)
+		}
+		t.Logf("receiver health %+v", h)
+	})
 }
 
 // TestReleaseAfterFinishRealConnector is the seed's
@@ -165,57 +161,54 @@ func TestCrossProcessInterleaved(t *testing.T) {
 // release reclaims exactly chunks 1 and 2; siblings whose ids share the
 // prefix keep theirs.
 func TestReleaseAfterFinishRealConnector(t *testing.T) {
-	for _, rc := range conntest.Rings {
-		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			prod := conntest.Open(t, sc, "0", rc.Bytes)
-			recv := conntest.Open(t, sc, "1", rc.Bytes)
-			s := mustSender(t, prod, SenderOptions{})
-			ctx := context.Background()
-			req := shmtest.Key("req")
-			// req+"0" shares the text prefix; req+"_0_1" even starts with
-			// the release prefix {req}_0_ and survives only because
-			// cleanup_prefix takes digits alone (SPEC §9).
-			siblings := []string{req + "0", req + "_0_1"}
-			for n := range 3 {
-				send := s.Send
-				if n == 2 {
-					send = s.Finish
-				}
-				if err := send(ctx, req, map[string]any{"codes": map[string]any{"audio": codes(1, n)}}); err != nil {
-					t.Fatal(err)
-				}
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		prod := conntest.Open(t, sc, "0", ringBytes)
+		recv := conntest.Open(t, sc, "1", ringBytes)
+		s := mustSender(t, prod, SenderOptions{})
+		ctx := context.Background()
+		req := shmtest.Key("req")
+		// req+"0" shares the text prefix; req+"_0_1" even starts with
+		// the release prefix {req}_0_ and survives only because
+		// cleanup_prefix takes digits alone (SPEC §9).
+		siblings := []string{req + "0", req + "_0_1"}
+		for n := range 3 {
+			send := s.Send
+			if n == 2 {
+				send = s.Finish
 			}
-			for _, sib := range siblings {
-				if err := s.Send(ctx, sib, map[string]any{"who": "sibling"}); err != nil {
-					t.Fatal(err)
-				}
+			if err := send(ctx, req, map[string]any{"codes": map[string]any{"audio": codes(1, n)}}); err != nil {
+				t.Fatal(err)
 			}
-			rd := mustReader(t, recv, req, ReaderOptions{Prefetch: -1}) // claims chunk 0 alone
-			if c, err := rd.Next(ctx); err != nil || Finished(c) {
-				t.Fatalf("chunk 0: %v %v", c, err)
+		}
+		for _, sib := range siblings {
+			if err := s.Send(ctx, sib, map[string]any{"who": "sibling"}); err != nil {
+				t.Fatal(err)
 			}
-			if n := <-s.Release(req); n != 2 || s.Reclaimed() != 2 {
-				t.Fatalf("release reclaimed %d (total %d), want 2", n, s.Reclaimed())
+		}
+		rd := mustReader(t, recv, req, ReaderOptions{Prefetch: -1}) // claims chunk 0 alone
+		if c, err := rd.Next(ctx); err != nil || Finished(c) {
+			t.Fatalf("chunk 0: %v %v", c, err)
+		}
+		if n := <-s.Release(req); n != 2 || s.Reclaimed() != 2 {
+			t.Fatalf("release reclaimed %d (total %d), want 2", n, s.Reclaimed())
+		}
+		for n := 1; n < 3; n++ {
+			if p, _, ok, err := recv.Get("0", "1", Key(req, "0", n), nil); ok || err != nil {
+				t.Fatalf("chunk %d still there after release: %v %v", n, p, err)
 			}
-			for n := 1; n < 3; n++ {
-				if p, _, ok, err := recv.Get("0", "1", Key(req, "0", n), nil); ok || err != nil {
-					t.Fatalf("chunk %d still there after release: %v %v", n, p, err)
-				}
+		}
+		for _, sib := range siblings {
+			p, _, ok, err := recv.Get("0", "1", Key(sib, "0", 0), nil)
+			if !ok || err != nil || p.(map[string]any)["who"] != "sibling" {
+				t.Fatalf("sibling %s lost its chunk: %v %v %v", sib, p, ok, err)
 			}
-			for _, sib := range siblings {
-				p, _, ok, err := recv.Get("0", "1", Key(sib, "0", 0), nil)
-				if !ok || err != nil || p.(map[string]any)["who"] != "sibling" {
-					t.Fatalf("sibling %s lost its chunk: %v %v %v", sib, p, ok, err)
-				}
+		}
+		for _, sib := range siblings {
+			if n := <-s.Release(sib); n != 0 {
+				t.Fatalf("release of drained %s reclaimed %d", sib, n)
 			}
-			for _, sib := range siblings {
-				if n := <-s.Release(sib); n != 0 {
-					t.Fatalf("release of drained %s reclaimed %d", sib, n)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // cleanupSpy records CleanupPrefix calls of a real connector and holds Puts
@@ -242,34 +235,31 @@ func (c *cleanupSpy) calls() []string {
 // TestReleaseQueuedBehindSendsRealConnector: with the real connector's puts
 // held, a release waits; once they run it reclaims all three chunks.
 func TestReleaseQueuedBehindSendsRealConnector(t *testing.T) {
-	for _, rc := range conntest.Rings {
-		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			prod := conntest.Open(t, sc, "0", rc.Bytes)
-			spy := &cleanupSpy{gatedTransport: newGated(prod)}
-			s := mustSender(t, spy, SenderOptions{})
-			req := shmtest.Key("req")
-			for n := range 3 {
-				if err := s.Send(context.Background(), req, map[string]any{"codes": map[string]any{"audio": codes(0, n)}}); err != nil {
-					t.Fatal(err)
-				}
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		prod := conntest.Open(t, sc, "0", ringBytes)
+		spy := &cleanupSpy{gatedTransport: newGated(prod)}
+		s := mustSender(t, spy, SenderOptions{})
+		req := shmtest.Key("req")
+		for n := range 3 {
+			if err := s.Send(context.Background(), req, map[string]any{"codes": map[string]any{"audio": codes(0, n)}}); err != nil {
+				t.Fatal(err)
 			}
-			released := s.Release(req)
-			<-spy.started
-			if calls := spy.calls(); len(calls) != 0 || s.Reclaimed() != 0 {
-				t.Fatalf("cleanup ran before the sends: %v", calls)
-			}
-			for range 3 {
-				spy.gate <- struct{}{}
-			}
-			if n := <-released; n != 3 {
-				t.Fatalf("reclaimed %d, want 3", n)
-			}
-			if calls := spy.calls(); !slices.Equal(calls, []string{Prefix(req, "0")}) {
-				t.Fatalf("cleanup calls %v", calls)
-			}
-		})
-	}
+		}
+		released := s.Release(req)
+		<-spy.started
+		if calls := spy.calls(); len(calls) != 0 || s.Reclaimed() != 0 {
+			t.Fatalf("cleanup ran before the sends: %v", calls)
+		}
+		for range 3 {
+			spy.gate <- struct{}{}
+		}
+		if n := <-released; n != 3 {
+			t.Fatalf("reclaimed %d, want 3", n)
+		}
+		if calls := spy.calls(); !slices.Equal(calls, []string{Prefix(req, "0")}) {
+			t.Fatalf("cleanup calls %v", calls)
+		}
+	})
 }
 
 // TestSenderGoneWhenKilled: the producer is killed (SIGKILL) mid-stream;
@@ -278,12 +268,8 @@ func TestReleaseQueuedBehindSendsRealConnector(t *testing.T) {
 func TestSenderGoneWhenKilled(t *testing.T) {
 	for _, rc := range conntest.Rings {
 		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
 			req := shmtest.Key("req")
-			conntest.RemoveAtEnd(t, scope.New(sc), req) // runs last
-			recv := conntest.Open(t, sc, "1", rc.Bytes)
-			p := shmtest.Start(t, "stallmany", sc, strconv.Itoa(rc.Bytes), "3", req)
-			p.Expect(t, wait, "sent")
+			recv, p := startStalled(t, rc.Bytes, 3, req)
 			rd := mustReader(t, recv, req, ReaderOptions{Sender: childID(t, p), ProgressTimeout: time.Hour})
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()

@@ -337,37 +337,34 @@ func sendChunks(t *testing.T, s *Sender, request string, r, chunks int) {
 // sent: not while some are unread.
 func TestDrainConsumedByAnotherProcess(t *testing.T) {
 	const chunks = 12
-	for _, rc := range conntest.Rings {
-		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			prod := conntest.Open(t, sc, "0", rc.Bytes)
-			s := mustSender(t, prod, SenderOptions{QueueLimit: 4})
-			req := shmtest.Key("drain")
-			c := shmtest.Start(t, "consume", sc, strconv.Itoa(rc.Bytes), req)
-			c.Expect(t, wait, "ready")
-			sendChunks(t, s, req, 0, chunks)
-			done := drainAsync(context.Background(), s)
-			c.Send(t, "read 5")
-			c.Expect(t, wait, "read 5")
-			select {
-			case err := <-done:
-				t.Fatalf("Drain returned %v with 7 chunks unread", err)
-			default:
-			}
-			c.Send(t, "rest")
-			c.Expect(t, wait, "done 12")
-			if err := drained(t, done); err != nil {
-				t.Fatalf("Drain: %v", err)
-			}
-			c.Exited(t, wait)
-			if n := <-s.Release(req); n != 0 {
-				t.Fatalf("release after a drain reclaimed %d", n)
-			}
-			if err := s.Drain(context.Background()); err != nil {
-				t.Fatalf("Drain with nothing left: %v", err)
-			}
-		})
-	}
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		prod := conntest.Open(t, sc, "0", ringBytes)
+		s := mustSender(t, prod, SenderOptions{QueueLimit: 4})
+		req := shmtest.Key("drain")
+		c := shmtest.Start(t, "consume", sc, strconv.Itoa(ringBytes), req)
+		c.Expect(t, wait, "ready")
+		sendChunks(t, s, req, 0, chunks)
+		done := drainAsync(context.Background(), s)
+		c.Send(t, "read 5")
+		c.Expect(t, wait, "read 5")
+		select {
+		case err := <-done:
+			t.Fatalf("Drain returned %v with 7 chunks unread", err)
+		default:
+		}
+		c.Send(t, "rest")
+		c.Expect(t, wait, "done 12")
+		if err := drained(t, done); err != nil {
+			t.Fatalf("Drain: %v", err)
+		}
+		c.Exited(t, wait)
+		if n := <-s.Release(req); n != 0 {
+			t.Fatalf("release after a drain reclaimed %d", n)
+		}
+		if err := s.Drain(context.Background()); err != nil {
+			t.Fatalf("Drain with nothing left: %v", err)
+		}
+	})
 }
 
 // What Drain does when chunks are not claimed: a Release's retirement is
