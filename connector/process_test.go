@@ -160,8 +160,7 @@ func TestDeadlineReceiveNeverWaitsForAnotherProcessRingLock(t *testing.T) {
 }
 
 func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
-	s := shmtest.Scope(t)
-	conntest.RemoveAtEnd(t, scope.New(s))
+	s := conntest.CrashScope(t)
 	p, old := startProducer(t, s, ring.DefaultCapacity, "restart", 1, 11)
 	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	// Attach the live ring without claiming its frame.
@@ -181,8 +180,7 @@ func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 }
 
 func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
-	s := shmtest.Scope(t)
-	conntest.RemoveAtEnd(t, scope.New(s))
+	s := conntest.CrashScope(t)
 	ringKey, bigKey := shmtest.Key("killed-ring"), shmtest.Key("killed-big")
 	p, ringDesc := startProducer(t, s, ring.DefaultCapacity, ringKey, 3, 0)
 	p.Send(t, "put "+bigKey+" 200000 0") // 1.6 MB: beyond a quarter of the ring
