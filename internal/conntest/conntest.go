@@ -231,6 +231,10 @@ func RemoveAtEnd(tb testing.TB, names scope.Names, keyPrefixes ...string) {
 	})
 }
 
+// KeyFiles returns the per-key segment and lock file of key in /dev/shm
+// (SPEC §6), where a connector puts them.
+func KeyFiles(key string) []string { return shmtest.KeyFiles(scope.ShmDir, key) }
+
 // CrashScope is shmtest.Scope for a test whose producers may be killed
 // without Close: what they leave on it, and the segments and lock files of
 // keys starting with one of keyPrefixes, is removed when the test ends
