@@ -5,6 +5,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -92,6 +93,43 @@ func roleProduce(args []string) int {
 	}
 	shmtest.Say("reclaimed %d", reclaimed)
 	return 0
+}
+
+// roleStallMany: args scope, ring bytes, chunks, requests...: puts that
+// many chunks of each request, finishes none, says "sent" and waits to be
+// killed.
+func roleStallMany(args []string) int {
+	chunks, _ := strconv.Atoi(args[2])
+	conn, ok := openRole("0", args)
+	if !ok {
+		return 1
+	}
+	defer conn.Close()
+	s, _ := NewSender(conn, "0", "1", SenderOptions{})
+	for n := range chunks {
+		for r, req := range args[3:] {
+			s.Send(context.Background(), req, map[string]any{"codes": map[string]any{"audio": codes(r, n)}})
+		}
+	}
+	if err := s.Close(); err != nil {
+		shmtest.Say("error %v", err)
+		return 1
+	}
+	shmtest.Say("sent")
+	shmtest.Hear()
+	return 0
+}
+
+// startStalled starts a stallmany producer of chunks chunks of each of
+// requests, on a scope of the test's own with a receiver (stage 1) open,
+// and returns once the producer has sent them all.
+func startStalled(tb testing.TB, ringBytes, chunks int, requests ...string) (*connector.SHM, *shmtest.Proc) {
+	tb.Helper()
+	sc := conntest.CrashScope(tb, requests...)
+	recv := conntest.Open(tb, sc, "1", ringBytes)
+	p := shmtest.Start(tb, "stallmany", append([]string{sc, strconv.Itoa(ringBytes), strconv.Itoa(chunks)}, requests...)...)
+	p.Expect(tb, wait, "sent")
+	return recv, p
 }
 
 // releaseDrained has a "produce" child, whose chunks were all read, release
@@ -288,4 +326,103 @@ func TestSenderGoneWhenKilled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A ring producer killed mid-stream ends its readers and its Mux requests
+// with ErrSenderGone, though nobody told them its process and their
+// progress timeout is an hour: they follow the producer of the ring their
+// chunks came from.
+func TestRingProducerDeathEndsReaders(t *testing.T) {
+	const readers, chunks = 4, 3
+	ids := make([]string, readers+1)
+	for i := range ids {
+		ids[i] = shmtest.Key("dies")
+	}
+	recv, p := startStalled(t, ring.DefaultCapacity, chunks, ids...)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	hour := ReaderOptions{ProgressTimeout: time.Hour}
+	var rds []*Reader
+	for _, id := range ids[:readers] {
+		rd := mustReader(t, recv, id, hour)
+		for n := range chunks {
+			if _, err := rd.Next(ctx); err != nil {
+				t.Fatalf("chunk %d: %v", n, err)
+			}
+		}
+		rds = append(rds, rd)
+	}
+	m := mustMux(t, recv, MuxOptions{Reader: hour})
+	if err := m.Add(ids[readers]); err != nil {
+		t.Fatal(err)
+	}
+	for n := range chunks {
+		if c, err := m.Next(ctx); err != nil || c.N != n {
+			t.Fatalf("mux chunk %d: %+v %v", n, c, err)
+		}
+	}
+	errs := make(chan error, readers)
+	for _, rd := range rds {
+		go func() { _, err := rd.Next(ctx); errs <- err }()
+	}
+	shmtest.Eventually(t, wait, "every reader to wait", func() bool { return recv.Waiting() == readers+1 })
+	p.Kill()
+	for range readers {
+		want := fmt.Sprintf("of the ring chunk %d came through is dead; the last chunk received, %d, came ", chunks-1, chunks-1)
+		if err := <-errs; !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("a reader after its producer was killed: %v, want %q in it", err, want)
+		}
+	}
+	c, err := m.Next(ctx)
+	if !errors.Is(err, ErrSenderGone) || c.Request != ids[readers] {
+		t.Fatalf("the mux after the producer was killed: %+v %v", c, err)
+	}
+	if _, err := rds[0].Next(ctx); !errors.Is(err, ErrSenderGone) {
+		t.Fatalf("a dead stream's next Next: %v", err)
+	}
+}
+
+// BenchmarkSenderGoneAfterKill measures how soon a reader that received a
+// chunk through a ring fails with ErrSenderGone after its producer is
+// SIGKILLed (20 tries; it is not told the producer's process, and its
+// progress timeout is an hour): p50 and p99 from the kill to Next's error.
+func BenchmarkSenderGoneAfterKill(b *testing.B) {
+	const tries = 20
+	for b.Loop() {
+		var took []time.Duration
+		for range tries {
+			took = append(took, killAndWait(b))
+		}
+		slices.Sort(took)
+		b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-ms")
+	}
+}
+
+func killAndWait(b *testing.B) time.Duration {
+	req := shmtest.Key("kill")
+	recv, p := startStalled(b, ring.DefaultCapacity, 1, req)
+	rd, err := NewReader(recv, "0", "1", req, ReaderOptions{ProgressTimeout: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rd.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := rd.Next(ctx); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan time.Time, 1)
+	go func() {
+		_, err := rd.Next(ctx)
+		if !errors.Is(err, ErrSenderGone) {
+			b.Error(err)
+		}
+		done <- time.Now()
+	}()
+	shmtest.Eventually(b, wait, "the reader to wait", func() bool { return recv.Waiting() == 1 })
+	start := time.Now()
+	p.Kill()
+	return (<-done).Sub(start)
 }
