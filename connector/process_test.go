@@ -4,7 +4,6 @@ package connector_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -133,7 +132,7 @@ func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
 				// Readers never unlink a producer's allocation.
 				shmtest.AssertPresent(t, scope.Path(d.HostRing.Name))
 			} else {
-				shmtest.AssertAbsent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
+				shmtest.AssertAbsent(t, conntest.KeyFiles(key)...)
 			}
 		})
 	}
@@ -184,18 +183,12 @@ func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 	ringKey, bigKey := shmtest.Key("killed-ring"), shmtest.Key("killed-big")
 	p, ringDesc := startProducer(t, s, ring.DefaultCapacity, ringKey, 3, 0)
 	p.Send(t, "put "+bigKey+" 200000 0") // 1.6 MB: beyond a quarter of the ring
-	var bigDesc connector.Descriptor
-	if err := json.Unmarshal([]byte(p.Line(t, wait)), &bigDesc); err != nil || bigDesc.Shm == nil || ringDesc.HostRing == nil {
-		t.Fatalf("descriptors %v %v %v", ringDesc, bigDesc, err)
+	if bigDesc := conntest.ParseDescriptor(t, p.Line(t, wait), bigKey); bigDesc.Shm == nil || ringDesc.HostRing == nil {
+		t.Fatalf("descriptors %v %v", ringDesc, bigDesc)
 	}
 	names := scope.New(s)
-	files := []string{scope.Path(ringDesc.HostRing.Name), scope.Path(bigKey), scope.Path(scope.LockName(bigKey)),
-		names.MarkerPath(ringDesc.HostRing.Name), names.RingDir()}
-	for _, f := range files {
-		if _, err := os.Stat(f); err != nil {
-			t.Fatal(err)
-		}
-	}
+	files := append(conntest.KeyFiles(bigKey), scope.Path(ringDesc.HostRing.Name), names.MarkerPath(ringDesc.HostRing.Name), names.RingDir())
+	shmtest.AssertPresent(t, files...)
 	p.Kill()
 	// The watchdog removes them all, the ring's marker with the registry
 	// stamp update a receiver caches discovery on.
@@ -361,9 +354,7 @@ func TestSkippedWakeupsLoseNone(t *testing.T) {
 			s := shmtest.Scope(t)
 			prefix := shmtest.Key("sleep")
 			r := shmtest.Start(t, "sleeper", s, prefix, strconv.Itoa(tc.waiters), strconv.Itoa(tc.messages))
-			if l := r.Line(t, wait); l != "ready" {
-				t.Fatal(l)
-			}
+			r.Expect(t, wait, "ready")
 			sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
 			put := func(g, j int) {
 				if j > 0 && rand.N(2) == 0 {
