@@ -98,8 +98,8 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Busy || info.Producer != proc.Alive || int(info.Header.CreatorPID) != py.cmd.Process.Pid {
-		t.Fatalf("inspect: busy=%v producer %v pid=%d, want pid %d", info.Busy, info.Producer, info.Header.CreatorPID, py.cmd.Process.Pid)
+	if info.Busy || info.Producer != proc.Alive || int(info.Header.CreatorPID) != py.pid() {
+		t.Fatalf("inspect: busy=%v producer %v pid=%d, want pid %d", info.Busy, info.Producer, info.Header.CreatorPID, py.pid())
 	}
 	for _, f := range info.Frames {
 		if !f.Done {
@@ -674,8 +674,8 @@ func TestPythonProducerToGoWaiters(t *testing.T) {
 	}
 	m := <-got
 	checkTree(t, first, want[first], m.Payload)
-	if m.Producer.PID != py.cmd.Process.Pid {
-		t.Fatalf("message from %v, want the Python producer %d", m.Producer, py.cmd.Process.Pid)
+	if m.Producer.PID != py.pid() {
+		t.Fatalf("message from %v, want the Python producer %d", m.Producer, py.pid())
 	}
 	if st, err := proc.StartTime(m.Producer.PID); err != nil || st != m.Producer.Start {
 		t.Fatalf("producer start time %d, /proc says %d (%v)", m.Producer.Start, st, err)
