@@ -248,10 +248,6 @@ func childFailed(err error) int {
 	return 1
 }
 
-// scopeFiles lists what is in /dev/shm of names and of keys starting with
-// prefix.
-func scopeFiles(names scope.Names, prefix string) []string { return conntest.Files(names, prefix) }
-
 func TestKilledProcessLeavesNothing(t *testing.T) {
 	for _, c := range []struct {
 		name      string
@@ -268,12 +264,12 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 			prefix := shmtest.Key("killed")
 			p := shmtest.Start(t, "pending", s, strconv.Itoa(c.ringBytes), prefix, strconv.Itoa(c.n), strconv.Itoa(c.size))
 			p.Expect(t, wait, "put")
-			if len(scopeFiles(names, prefix)) == 0 {
+			if len(conntest.Files(names, prefix)) == 0 {
 				t.Fatal("the child made no files")
 			}
 			p.Kill()
 			shmtest.Eventually(t, wait, "the killed process's files to be removed", func() bool {
-				return len(scopeFiles(names, prefix)) == 0
+				return len(conntest.Files(names, prefix)) == 0
 			})
 		})
 	}
@@ -400,11 +396,11 @@ func TestProducerKilledMidPutLeavesNothing(t *testing.T) {
 		p.Expect(t, wait, "putting")
 		// Let it get some way into later puts: the kill lands wherever it is.
 		shmtest.Eventually(t, wait, "a few more puts", func() bool {
-			return len(scopeFiles(names, prefix)) >= 2*(1+i%4)
+			return len(conntest.Files(names, prefix)) >= 2*(1+i%4)
 		})
 		p.Kill()
 		shmtest.Eventually(t, wait, "the killed producer's files to be removed", func() bool {
-			return len(scopeFiles(names, prefix)) == 0
+			return len(conntest.Files(names, prefix)) == 0
 		})
 	}
 }
