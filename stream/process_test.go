@@ -25,6 +25,7 @@ const wait = 30 * time.Second
 
 // roles are the child processes of the cross-process tests.
 var roles = map[string]func(args []string) int{
+	"consume":   roleConsume,
 	"produce":   roleProduce,
 	"stallmany": roleStallMany,
 	"wait":      roleWait,
@@ -130,6 +131,56 @@ func startStalled(tb testing.TB, ringBytes, chunks int, requests ...string) (*co
 	p := shmtest.Start(tb, "stallmany", append([]string{sc, strconv.Itoa(ringBytes), strconv.Itoa(chunks)}, requests...)...)
 	p.Expect(tb, wait, "sent")
 	return recv, p
+}
+
+// roleConsume: args scope, ring bytes, request. Reads the request's chunks
+// as stage 1 on "read N" (then says "read N"), to the end on "rest" (then
+// says "done N" with the total read).
+func roleConsume(args []string) int {
+	conn, ok := openRole("1", args)
+	if !ok {
+		return 1
+	}
+	defer conn.Close()
+	// One chunk claimed per chunk read (no Prefetch): the test counts
+	// what was read as claimed.
+	rd, err := NewReader(conn, "0", "1", args[2], ReaderOptions{Prefetch: -1})
+	if err != nil {
+		shmtest.Say("error %v", err)
+		return 1
+	}
+	defer rd.Close()
+	ctx := context.Background()
+	shmtest.Say("ready")
+	for {
+		var cmd string
+		var n int
+		fmt.Sscan(shmtest.Hear(), &cmd, &n)
+		switch cmd {
+		case "read":
+			for range n {
+				if _, err := rd.Next(ctx); err != nil {
+					shmtest.Say("error %v", err)
+					return 1
+				}
+			}
+			shmtest.Say("read %d", n)
+		case "rest":
+			for {
+				_, err := rd.Next(ctx)
+				if err == io.EOF {
+					shmtest.Say("done %d", rd.Received())
+					return 0
+				}
+				if err != nil {
+					shmtest.Say("error %v", err)
+					return 1
+				}
+			}
+		default:
+			return 1
+		}
+	}
 }
 
 // releaseDrained has a "produce" child, whose chunks were all read, release

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,58 +251,6 @@ func TestPutErrorReported(t *testing.T) {
 	}
 	if err := s.Close(); !errors.Is(err, errBoom) {
 		t.Fatalf("close: %v", err)
-	}
-}
-
-func init() { roles["consume"] = roleConsume }
-
-// roleConsume: args scope, ring bytes, request. Reads the request's chunks
-// as stage 1 on "read N" (then says "read N"), to the end on "rest" (then
-// says "done N" with the total read).
-func roleConsume(args []string) int {
-	conn, ok := openRole("1", args)
-	if !ok {
-		return 1
-	}
-	defer conn.Close()
-	// One chunk claimed per chunk read (no Prefetch): the test counts
-	// what was read as claimed.
-	rd, err := NewReader(conn, "0", "1", args[2], ReaderOptions{Prefetch: -1})
-	if err != nil {
-		shmtest.Say("error %v", err)
-		return 1
-	}
-	defer rd.Close()
-	ctx := context.Background()
-	shmtest.Say("ready")
-	for {
-		var cmd string
-		var n int
-		fmt.Sscan(shmtest.Hear(), &cmd, &n)
-		switch cmd {
-		case "read":
-			for range n {
-				if _, err := rd.Next(ctx); err != nil {
-					shmtest.Say("error %v", err)
-					return 1
-				}
-			}
-			shmtest.Say("read %d", n)
-		case "rest":
-			for {
-				_, err := rd.Next(ctx)
-				if err == io.EOF {
-					shmtest.Say("done %d", rd.Received())
-					return 0
-				}
-				if err != nil {
-					shmtest.Say("error %v", err)
-					return 1
-				}
-			}
-		default:
-			return 1
-		}
 	}
 }
 
