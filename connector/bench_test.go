@@ -207,8 +207,7 @@ func BenchmarkFanout(b *testing.B) {
 }
 
 func measureFanout(b *testing.B, n, ringBytes int, idle time.Duration) {
-	sc := shmtest.Scope(b)
-	conntest.RemoveAtEnd(b, scope.New(sc), shmtest.Prefix())
+	sc := conntest.CrashScope(b, shmtest.Prefix())
 	recv := conntest.Open(b, sc, "1", ringBytes)
 	p := shmtest.Start(b, "fanout", sc, strconv.Itoa(ringBytes))
 	defer p.Send(b, "")

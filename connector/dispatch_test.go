@@ -5,14 +5,11 @@ package connector_test
 import (
 	"context"
 	"errors"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"omnishm/connector"
 	"omnishm/internal/conntest"
@@ -37,8 +34,7 @@ func TestThousandWaitersServedByAnotherProcess(t *testing.T) {
 	const n = 1000
 	for _, rc := range conntest.Rings {
 		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			conntest.RemoveAtEnd(t, scope.New(sc), shmtest.Prefix())
+			sc := conntest.CrashScope(t, shmtest.Prefix())
 			recv := conntest.Open(t, sc, "1", rc.Bytes)
 			p := shmtest.Start(t, "fanout", sc, strconv.Itoa(rc.Bytes))
 			defer p.Send(t, "")
@@ -237,31 +233,28 @@ func TestMessageNamesTheProducer(t *testing.T) {
 
 // Without wakeups the dispatcher polls: a Recv still returns.
 func TestRecvWithoutWakeups(t *testing.T) {
-	for _, rc := range conntest.Rings {
-		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			send := conntest.Open(t, sc, "0", rc.Bytes)
-			recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: rc.Bytes, DisableWakeups: true, PollInterval: 5 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		send := conntest.Open(t, sc, "0", ringBytes)
+		recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: ringBytes, DisableWakeups: true, PollInterval: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer recv.Close()
+		key := shmtest.Key("nowake")
+		got := make(chan error, 1)
+		go func() {
+			v, _, err := recv.Recv(context.Background(), "0", key)
+			if err == nil && conntest.CodesOf(t, v)[0] != 9 {
+				err = errors.New("wrong payload")
 			}
-			defer recv.Close()
-			key := shmtest.Key("nowake")
-			got := make(chan error, 1)
-			go func() {
-				v, _, err := recv.Recv(context.Background(), "0", key)
-				if err == nil && conntest.CodesOf(t, v)[0] != 9 {
-					err = errors.New("wrong payload")
-				}
-				got <- err
-			}()
-			waitSettled(t, recv, 1)
-			conntest.MustPut(t, send, "0", "1", key, conntest.Codes(1, 9))
-			if err := <-got; err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+			got <- err
+		}()
+		waitSettled(t, recv, 1)
+		conntest.MustPut(t, send, "0", "1", key, conntest.Codes(1, 9))
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // unpolledEdge is a sender of stage 0 and a receiver of stage 1 on the
@@ -305,21 +298,12 @@ func TestBusySweepRetriesAnIndexedFrame(t *testing.T) {
 		return connector.Dispatched(recv).RingScans > scans && connector.DispatchSettled(recv)
 	})
 	// The producer's lock, as a put in progress holds it.
-	lock, err := os.OpenFile(scope.Path(d.HostRing.Name), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	lock := shmtest.HoldLock(t, scope.Path(d.HostRing.Name))
 	indexedDone := recvErr(indexed)
 	// Busy sweeps back off: let the retry's delay grow past a put.
 	sweeps := connector.Dispatched(recv).Sweeps
 	shmtest.Eventually(t, wait, "busy retries", func() bool { return connector.Dispatched(recv).Sweeps >= sweeps+6 })
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_UN); err != nil {
-		t.Fatal(err)
-	}
+	lock.Release(t)
 	conntest.MustPut(t, send, "0", "1", wake, conntest.Codes(1, 2)) // a wakeup, a new frame
 	if err := <-indexedDone; err != nil {
 		t.Fatalf("Recv of the indexed frame: %v", err)

@@ -4,7 +4,6 @@ package connector_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -133,7 +132,7 @@ func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
 				// Readers never unlink a producer's allocation.
 				shmtest.AssertPresent(t, scope.Path(d.HostRing.Name))
 			} else {
-				shmtest.AssertAbsent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
+				shmtest.AssertAbsent(t, conntest.KeyFiles(key)...)
 			}
 		})
 	}
@@ -160,8 +159,7 @@ func TestDeadlineReceiveNeverWaitsForAnotherProcessRingLock(t *testing.T) {
 }
 
 func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
-	s := shmtest.Scope(t)
-	conntest.RemoveAtEnd(t, scope.New(s))
+	s := conntest.CrashScope(t)
 	p, old := startProducer(t, s, ring.DefaultCapacity, "restart", 1, 11)
 	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	// Attach the live ring without claiming its frame.
@@ -181,23 +179,16 @@ func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 }
 
 func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
-	s := shmtest.Scope(t)
-	conntest.RemoveAtEnd(t, scope.New(s))
+	s := conntest.CrashScope(t)
 	ringKey, bigKey := shmtest.Key("killed-ring"), shmtest.Key("killed-big")
 	p, ringDesc := startProducer(t, s, ring.DefaultCapacity, ringKey, 3, 0)
 	p.Send(t, "put "+bigKey+" 200000 0") // 1.6 MB: beyond a quarter of the ring
-	var bigDesc connector.Descriptor
-	if err := json.Unmarshal([]byte(p.Line(t, wait)), &bigDesc); err != nil || bigDesc.Shm == nil || ringDesc.HostRing == nil {
-		t.Fatalf("descriptors %v %v %v", ringDesc, bigDesc, err)
+	if bigDesc := conntest.ParseDescriptor(t, p.Line(t, wait), bigKey); bigDesc.Shm == nil || ringDesc.HostRing == nil {
+		t.Fatalf("descriptors %v %v", ringDesc, bigDesc)
 	}
 	names := scope.New(s)
-	files := []string{scope.Path(ringDesc.HostRing.Name), scope.Path(bigKey), scope.Path(scope.LockName(bigKey)),
-		names.MarkerPath(ringDesc.HostRing.Name), names.RingDir()}
-	for _, f := range files {
-		if _, err := os.Stat(f); err != nil {
-			t.Fatal(err)
-		}
-	}
+	files := append(conntest.KeyFiles(bigKey), scope.Path(ringDesc.HostRing.Name), names.MarkerPath(ringDesc.HostRing.Name), names.RingDir())
+	shmtest.AssertPresent(t, files...)
 	p.Kill()
 	// The watchdog removes them all, the ring's marker with the registry
 	// stamp update a receiver caches discovery on.
@@ -257,10 +248,6 @@ func childFailed(err error) int {
 	return 1
 }
 
-// scopeFiles lists what is in /dev/shm of names and of keys starting with
-// prefix.
-func scopeFiles(names scope.Names, prefix string) []string { return conntest.Files(names, prefix) }
-
 func TestKilledProcessLeavesNothing(t *testing.T) {
 	for _, c := range []struct {
 		name      string
@@ -277,12 +264,12 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 			prefix := shmtest.Key("killed")
 			p := shmtest.Start(t, "pending", s, strconv.Itoa(c.ringBytes), prefix, strconv.Itoa(c.n), strconv.Itoa(c.size))
 			p.Expect(t, wait, "put")
-			if len(scopeFiles(names, prefix)) == 0 {
+			if len(conntest.Files(names, prefix)) == 0 {
 				t.Fatal("the child made no files")
 			}
 			p.Kill()
 			shmtest.Eventually(t, wait, "the killed process's files to be removed", func() bool {
-				return len(scopeFiles(names, prefix)) == 0
+				return len(conntest.Files(names, prefix)) == 0
 			})
 		})
 	}
@@ -363,9 +350,7 @@ func TestSkippedWakeupsLoseNone(t *testing.T) {
 			s := shmtest.Scope(t)
 			prefix := shmtest.Key("sleep")
 			r := shmtest.Start(t, "sleeper", s, prefix, strconv.Itoa(tc.waiters), strconv.Itoa(tc.messages))
-			if l := r.Line(t, wait); l != "ready" {
-				t.Fatal(l)
-			}
+			r.Expect(t, wait, "ready")
 			sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
 			put := func(g, j int) {
 				if j > 0 && rand.N(2) == 0 {
@@ -411,11 +396,11 @@ func TestProducerKilledMidPutLeavesNothing(t *testing.T) {
 		p.Expect(t, wait, "putting")
 		// Let it get some way into later puts: the kill lands wherever it is.
 		shmtest.Eventually(t, wait, "a few more puts", func() bool {
-			return len(scopeFiles(names, prefix)) >= 2*(1+i%4)
+			return len(conntest.Files(names, prefix)) >= 2*(1+i%4)
 		})
 		p.Kill()
 		shmtest.Eventually(t, wait, "the killed producer's files to be removed", func() bool {
-			return len(scopeFiles(names, prefix)) == 0
+			return len(conntest.Files(names, prefix)) == 0
 		})
 	}
 }

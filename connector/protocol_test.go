@@ -303,8 +303,7 @@ func TestRecvWaitsForNoRingLock(t *testing.T) {
 func TestRingOfAReusedPidIsNotAttached(t *testing.T) {
 	for _, withDescriptor := range []bool{false, true} {
 		t.Run(fmt.Sprint("descriptor=", withDescriptor), func(t *testing.T) {
-			s := shmtest.Scope(t)
-			conntest.RemoveAtEnd(t, scope.New(s))
+			s := conntest.CrashScope(t)
 			key := shmtest.Key("reused")
 			p, d := startProducer(t, s, lapBytes, key, 3, 5)
 			f, err := os.OpenFile(scope.Path(d.HostRing.Name), os.O_RDWR, 0)

@@ -402,15 +402,15 @@ drain:
 	}
 	cancel()
 	deadline := time.Now().Add(wait)
-	for len(scopeFiles(names, base)) > 0 && time.Now().Before(deadline) {
+	for len(conntest.Files(names, base)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	leftByWatchdogs := scopeFiles(names, base)
+	leftByWatchdogs := conntest.Files(names, base)
 	rep, err := shmstate.Prune(shmstate.PruneOptions{Options: shmstate.Options{Scopes: []string{s}, KeyPrefix: base}})
 	if err != nil {
 		t.Error(err)
 	}
-	if left := scopeFiles(names, base); len(left) > 0 {
+	if left := conntest.Files(names, base); len(left) > 0 {
 		t.Errorf("left in /dev/shm after the processes and one prune: %v", left)
 	}
 	t.Logf("soak %v: %d puts (%d ring, %d per-key), %d delivered, %d duplicates, %d corrupt, %d errors",
@@ -579,11 +579,7 @@ func TestConcurrentPutGetCleanupClose(t *testing.T) {
 		if put == 0 || claims > 1 || claims == 1 && st[i].retired.Load() {
 			t.Errorf("key %d: put %d, %d claims, retired %v", i, put, claims, st[i].retired.Load())
 		}
-		for _, f := range []string{scope.Path(keys[i]), scope.Path(scope.LockName(keys[i]))} {
-			if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("%s left after Close: %v", f, err)
-			}
-		}
+		shmtest.AssertAbsent(t, conntest.KeyFiles(keys[i])...)
 	}
 	if refused == 0 {
 		t.Error("no put was refused: Close did not run during the puts")

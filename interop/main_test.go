@@ -212,5 +212,3 @@ func markers(t *testing.T, s string) []string {
 	}
 	return names
 }
-
-func lockPath(key string) string { return scope.Path(scope.LockName(key)) }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +14,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"omnishm/internal/reexec"
 )
 
 // wait bounds every exchange with a peer process; runLimit bounds a whole
-// Python process, so a wedged peer never outlives its test.
+// one-shot Python process, so a wedged one never outlives its test (a
+// long-running peer is killed when its test ends, at the latest).
 const (
 	wait     = 20 * time.Second
 	runLimit = 60 * time.Second
@@ -62,27 +64,6 @@ func runPython(t *testing.T, python string, argv []string, stdin []byte) []byte 
 	return out
 }
 
-// lines is an io.Writer that hands each complete line to a channel.
-type lines struct {
-	mu      sync.Mutex
-	partial []byte
-	out     chan string
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.partial = append(l.partial, p...)
-	for {
-		i := bytes.IndexByte(l.partial, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		l.out <- string(l.partial[:i])
-		l.partial = l.partial[i+1:]
-	}
-}
-
 // syncBuffer collects a peer's stderr for the test log.
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -101,54 +82,32 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// pyPeer is a long-running peer.py process (put, segput).
+// pyPeer is a long-running peer.py process (put, segput, serve), run as
+// reexec runs a child: lines both ways, and it dies with this process.
 type pyPeer struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	out    chan string
+	child  *reexec.Child
 	stderr *syncBuffer
-	done   chan struct{}
-	err    error
 }
 
 // startPeer starts peer.py with args. When the test ends, the peer's stdin
 // is closed (it then closes its transport and exits) and it is waited for;
-// the context kills it if it does not exit in time.
+// it is killed if it does not exit in time.
 func startPeer(t *testing.T, args ...string) *pyPeer {
 	t.Helper()
 	python, argv := pythonArgs(t, args...)
-	ctx, cancel := context.WithTimeout(context.Background(), runLimit)
-	cmd := exec.CommandContext(ctx, python, argv...)
-	// The resource tracker Python starts inherits stdout and stderr; it
-	// exits right after the peer, but never let it hold Wait for long.
-	cmd.WaitDelay = 5 * time.Second
-	p := &pyPeer{cmd: cmd, out: make(chan string, 1024), stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout = &lines{out: p.out}
-	cmd.Stderr = p.stderr
-	stdin, err := cmd.StdinPipe()
+	p := &pyPeer{stderr: &syncBuffer{}}
+	c, err := reexec.Start("interop-peer", reexec.Options{Exe: python, Argv0: python, Args: argv, Stderr: p.stderr})
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	p.stdin = stdin
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.out)
-		close(p.done)
-	}()
+	p.child = c
 	t.Cleanup(func() {
-		p.stdin.Close()
+		c.CloseInput()
 		select {
-		case <-p.done:
+		case <-c.Done():
 		case <-time.After(wait):
-			cmd.Process.Kill()
-			<-p.done
+			c.Kill()
 		}
-		cancel()
 		if t.Failed() {
 			t.Logf("peer %v stderr:\n%s", args, p.stderr.String())
 		}
@@ -156,25 +115,25 @@ func startPeer(t *testing.T, args ...string) *pyPeer {
 	return p
 }
 
+// pid is the peer's process id.
+func (p *pyPeer) pid() int { return p.child.Pid() }
+
 // line returns the peer's next stdout line.
 func (p *pyPeer) line(t *testing.T) string {
 	t.Helper()
-	select {
-	case l, ok := <-p.out:
-		if !ok {
-			t.Fatalf("peer %d ended without a line (%v); stderr:\n%s", p.cmd.Process.Pid, p.err, p.stderr.String())
-		}
-		return l
-	case <-time.After(wait):
-		t.Fatalf("peer %d: no line within %v; stderr:\n%s", p.cmd.Process.Pid, wait, p.stderr.String())
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	l, err := p.child.Line(ctx)
+	if err != nil {
+		t.Fatalf("peer %d: no line (%v; exit status %v); stderr:\n%s", p.pid(), err, p.child.Err(), p.stderr.String())
 	}
-	return ""
+	return l
 }
 
 // send writes one line to the peer's stdin.
 func (p *pyPeer) send(t *testing.T, line string) {
 	t.Helper()
-	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+	if err := p.child.Send(line); err != nil {
 		t.Fatalf("send to peer: %v", err)
 	}
 }
@@ -184,7 +143,7 @@ func (p *pyPeer) send(t *testing.T, line string) {
 func (p *pyPeer) expect(t *testing.T, want string) {
 	t.Helper()
 	if l := p.line(t); l != want {
-		t.Fatalf("peer %d printed %q, want %q", p.cmd.Process.Pid, l, want)
+		t.Fatalf("peer %d printed %q, want %q", p.pid(), l, want)
 	}
 }
 
@@ -200,13 +159,10 @@ func (p *pyPeer) finish(t *testing.T, cmd string) {
 // exit waits for the peer to exit and fails the test unless it exited 0.
 func (p *pyPeer) exit(t *testing.T) {
 	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(wait):
-		t.Fatalf("peer %d did not exit within %v", p.cmd.Process.Pid, wait)
-	}
-	if p.err != nil {
-		t.Fatalf("peer exited with %v; stderr:\n%s", p.err, p.stderr.String())
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := p.child.Wait(ctx); err != nil {
+		t.Fatalf("peer %d: %v; stderr:\n%s", p.pid(), err, p.stderr.String())
 	}
 }
 
@@ -258,17 +214,11 @@ func pyGet(t *testing.T, scope, key, desc, timeout string) (*received, []byte) {
 // hexFile writes data, hex encoded, to a new file for the peer to read.
 func hexFile(t *testing.T, data []byte) string {
 	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "payload-*.hex")
-	if err != nil {
+	path := filepath.Join(t.TempDir(), "payload.hex")
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(data)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.WriteString(f, hex.EncodeToString(data)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return f.Name()
+	return path
 }
 
 // startServer starts a long-lived Python ring receiver (peer.py serve) on

@@ -98,8 +98,8 @@ func TestPythonRingProducerToGoReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Busy || info.Producer != proc.Alive || int(info.Header.CreatorPID) != py.cmd.Process.Pid {
-		t.Fatalf("inspect: busy=%v producer %v pid=%d, want pid %d", info.Busy, info.Producer, info.Header.CreatorPID, py.cmd.Process.Pid)
+	if info.Busy || info.Producer != proc.Alive || int(info.Header.CreatorPID) != py.pid() {
+		t.Fatalf("inspect: busy=%v producer %v pid=%d, want pid %d", info.Busy, info.Producer, info.Header.CreatorPID, py.pid())
 	}
 	for _, f := range info.Frames {
 		if !f.Done {
@@ -165,16 +165,7 @@ func TestGoRingProducerToPythonReceiver(t *testing.T) {
 			if r.Kind != c.kind || r.Size != d.Size {
 				t.Fatalf("Python got kind %d size %d, want kind %d size %d", r.Kind, r.Size, c.kind, d.Size)
 			}
-			var got any
-			if r.Kind == 1 {
-				got, err = frame.Decode(data)
-			} else {
-				got, err = wire.Unmarshal(data)
-			}
-			if err != nil {
-				t.Fatalf("decode what Python claimed: %v", err)
-			}
-			checkTree(t, key, c.want, got)
+			checkTree(t, key, c.want, decodeReceived(t, r, data))
 			missing(t, receiver, key, nil)
 			missing(t, receiver, key, &d)
 		})
@@ -269,8 +260,7 @@ func TestStaleDescriptor(t *testing.T) {
 // Frames of a dead Python producer (gone without close) are never delivered
 // to a Go receiver, whether it had attached the ring before the death or not.
 func TestDeadPythonProducer(t *testing.T) {
-	s := shmtest.Scope(t)
-	conntest.RemoveAtEnd(t, scope.New(s))
+	s := conntest.CrashScope(t)
 	alive, dead := shmtest.Key("alive"), shmtest.Key("dead")
 	py := startPeer(t, "put", s, "0", "1",
 		alive, "0", hexFile(t, plainBytes(t, plainPayload(1, false))),
@@ -298,8 +288,7 @@ func TestDeadPythonProducer(t *testing.T) {
 // kill, it rejects the ring (or finds it removed by the Go crash watchdog)
 // and prunes the marker.
 func TestKilledGoProducer(t *testing.T) {
-	s := shmtest.Scope(t)
-	conntest.RemoveAtEnd(t, scope.New(s))
+	s := conntest.CrashScope(t)
 	alive, dead := shmtest.Key("alive"), shmtest.Key("dead")
 	p := shmtest.Start(t, "goproducer", s, alive, dead)
 	aliveDesc := conntest.ParseDescriptor(t, p.Line(t, wait), alive)
@@ -685,8 +674,8 @@ func TestPythonProducerToGoWaiters(t *testing.T) {
 	}
 	m := <-got
 	checkTree(t, first, want[first], m.Payload)
-	if m.Producer.PID != py.cmd.Process.Pid {
-		t.Fatalf("message from %v, want the Python producer %d", m.Producer, py.cmd.Process.Pid)
+	if m.Producer.PID != py.pid() {
+		t.Fatalf("message from %v, want the Python producer %d", m.Producer, py.pid())
 	}
 	if st, err := proc.StartTime(m.Producer.PID); err != nil || st != m.Producer.Start {
 		t.Fatalf("producer start time %d, /proc says %d (%v)", m.Producer.Start, st, err)

@@ -11,7 +11,6 @@ import (
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
-	"omnishm/scope"
 	"omnishm/segment"
 	"omnishm/tensor"
 	"omnishm/wire"
@@ -60,7 +59,7 @@ func TestGoSegmentToPython(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkTree(t, key, c.want, got)
-			shmtest.AssertAbsent(t, scope.Path(key), lockPath(key))
+			shmtest.AssertAbsent(t, conntest.KeyFiles(key)...)
 			missing(t, receiver, key, nil)
 			missing(t, receiver, key, &d)
 		})
@@ -113,13 +112,13 @@ func TestPythonSegmentToGo(t *testing.T) {
 				t.Fatalf("size %d, want the payload's %d", size, len(data))
 			}
 			checkTree(t, key, want, got)
-			shmtest.AssertAbsent(t, scope.Path(key), lockPath(key))
+			shmtest.AssertAbsent(t, conntest.KeyFiles(key)...)
 			missing(t, receiver, key, nil)
 			if r, _ := parseReceived(t, runPeer(t, "segget", key, "--timeout", "0")); r != nil {
 				t.Fatalf("Python claimed it again: %+v", r)
 			}
 			py.finish(t, "close")
-			shmtest.AssertAbsent(t, scope.Path(key), lockPath(key))
+			shmtest.AssertAbsent(t, conntest.KeyFiles(key)...)
 		})
 	}
 }
@@ -188,7 +187,7 @@ func TestSegmentPackageWithPython(t *testing.T) {
 			if err != nil || !ok || !bytes.Equal(got, data) {
 				t.Fatalf("size %d wrapped %s: Go claimed %d bytes, ok=%v err=%v", size, wrapped, len(got), ok, err)
 			}
-			shmtest.AssertAbsent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
+			shmtest.AssertAbsent(t, conntest.KeyFiles(key)...)
 		}
 
 		key := shmtest.Key("topy")
@@ -200,7 +199,7 @@ func TestSegmentPackageWithPython(t *testing.T) {
 		if got := pythonScript(t, pythonSegGet, nil, key); !bytes.Equal(got, data) {
 			t.Fatalf("size %d: Python read %d different bytes", size, len(got))
 		}
-		shmtest.AssertAbsent(t, shmtest.KeyFiles(scope.ShmDir, key)...)
+		shmtest.AssertAbsent(t, conntest.KeyFiles(key)...)
 		if claimed, err := p.Claimed(d); !claimed || err != nil {
 			t.Fatalf("Claimed after Python read it: %v, %v", claimed, err)
 		}

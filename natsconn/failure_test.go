@@ -34,6 +34,16 @@ func (l *claimLog) add(key string, receiver int) {
 	l.owners[key] = append(l.owners[key], receiver)
 }
 
+// checkOnce fails the test unless each of keys was claimed exactly once.
+func (l *claimLog) checkOnce(t *testing.T, keys []string) {
+	t.Helper()
+	for _, k := range keys {
+		if o := l.owners[k]; len(o) != 1 {
+			t.Errorf("%s claimed by %v", k, o)
+		}
+	}
+}
+
 // compete runs receivers over keys in order: each Recv's every key, and the
 // first to claim one cancels the others' wait for it. It returns when every
 // key was claimed, or fails the test at the first error.
@@ -128,11 +138,7 @@ func TestServerRestartMidStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	done.Wait()
-	for _, k := range keys {
-		if o := log.owners[k]; len(o) != 1 {
-			t.Errorf("%s claimed by %v", k, o)
-		}
-	}
+	log.checkOnce(t, keys)
 	// The client runs its reconnect callback asynchronously: it may count
 	// after the first request on the new connection has already succeeded.
 	shmtest.Eventually(t, wait, "both connectors to count a reconnect", func() bool {

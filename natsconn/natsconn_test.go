@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -481,54 +480,18 @@ func TestRecvTimeoutSaysWhatItSaw(t *testing.T) {
 func TestConcurrentReceiversClaimEachPublicationOnce(t *testing.T) {
 	ts := startServer(t)
 	sender, _ := edge(t, ts)
-	const receivers, keys = 4, 40
-	conns := make([]*Connector, receivers)
+	conns := make([]*Connector, 4)
 	for i := range conns {
 		conns[i] = openConn(t, ts.url(), sender.opts.Bucket, "1")
 	}
-	var mu sync.Mutex
-	claims := map[string][]int{}
-	var wg sync.WaitGroup
-	for r, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range keys {
-				key := fmt.Sprintf("race_%d", i)
-				ctx, cancel := context.WithCancel(context.Background())
-				// Recv until someone has the key: each waits on the watch.
-				go func() {
-					shmtest.Eventually(t, wait, key+" to be claimed", func() bool {
-						mu.Lock()
-						defer mu.Unlock()
-						return len(claims[key]) > 0
-					})
-					cancel()
-				}()
-				v, _, err := c.Recv(ctx, "0", key)
-				cancel()
-				if err == nil {
-					mu.Lock()
-					claims[key] = append(claims[key], r)
-					mu.Unlock()
-					if got := conntest.CodesOf(t, v); got[0] != int64(i) {
-						t.Errorf("%s: got %v", key, got)
-					}
-				} else if !errors.Is(err, context.Canceled) {
-					t.Errorf("%s: %v", key, err)
-				}
-			}
-		}()
+	keys := keyList("race_", 40)
+	log := &claimLog{owners: map[string][]int{}}
+	done := compete(t, conns, keys, log)
+	for i, key := range keys {
+		conntest.MustPut(t, sender, "0", "1", key, codes(1, int64(i)))
 	}
-	for i := range keys {
-		conntest.MustPut(t, sender, "0", "1", fmt.Sprintf("race_%d", i), codes(1, int64(i)))
-	}
-	wg.Wait()
-	for i := range keys {
-		if c := claims[fmt.Sprintf("race_%d", i)]; len(c) != 1 {
-			t.Errorf("race_%d claimed by %v", i, c)
-		}
-	}
+	done.Wait()
+	log.checkOnce(t, keys)
 }
 
 func TestUnclaimedPayloadsExpire(t *testing.T) {

@@ -102,31 +102,19 @@ func Example() {
 // the chunk refers to it until the next NextInto reuses it. (One connector
 // both sends, as stage 0, and receives, as stage 1, to keep it short.)
 func ExampleReader_NextInto() {
-	conn, err := connector.Open(connector.Options{StageID: "1", WakeupScope: fmt.Sprintf("stream-into-example-%d", os.Getpid())})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	conn := openStage("1", fmt.Sprintf("stream-into-example-%d", os.Getpid()))
 	defer conn.Close()
 	ctx := context.Background()
-	sender, err := stream.NewSender(conn, "0", "1", stream.SenderOptions{})
+	sender, err := sendChunks(ctx, conn, []string{"req-1"}, 2, func(_ string, n int) map[string]any {
+		hidden, _ := tensor.FromSlice(make([]float32, 4096), 4096)
+		hidden.Data[0] = byte(n)
+		return map[string]any{"hidden": hidden}
+	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer sender.Close()
-	for n := range 2 {
-		hidden, _ := tensor.FromSlice(make([]float32, 4096), 4096)
-		hidden.Data[0] = byte(n)
-		send := sender.Send
-		if n == 1 {
-			send = sender.Finish
-		}
-		if err := send(ctx, "req-1", map[string]any{"hidden": hidden}); err != nil {
-			fmt.Println(err)
-			return
-		}
-	}
 	reader, err := stream.NewReader(conn, "0", "1", "req-1", stream.ReaderOptions{})
 	if err != nil {
 		fmt.Println(err)
@@ -158,11 +146,7 @@ func ExampleReader_NextInto() {
 // A reader gives up on a request whose producer stopped sending: here
 // nothing is ever sent, and the progress timeout is short.
 func ExampleReader_Next_senderGone() {
-	stage1, err := connector.Open(connector.Options{StageID: "1", WakeupScope: fmt.Sprintf("stream-example-gone-%d", os.Getpid())})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	stage1 := openStage("1", fmt.Sprintf("stream-example-gone-%d", os.Getpid()))
 	defer stage1.Close()
 	reader, err := stream.NewReader(stage1, "0", "1", "req-2", stream.ReaderOptions{ProgressTimeout: 10 * time.Millisecond})
 	if err != nil {
@@ -201,24 +185,14 @@ func ExampleMux() {
 	}
 
 	ctx := context.Background()
-	sender, err := stream.NewSender(stage0, "0", "1", stream.SenderOptions{})
+	sender, err := sendChunks(ctx, stage0, requests, 2, func(r string, n int) map[string]any {
+		return map[string]any{"text": fmt.Sprintf("%s/%d", r, n)}
+	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer sender.Close()
-	for n := range 2 {
-		for _, r := range requests {
-			send := sender.Send
-			if n == 1 {
-				send = sender.Finish
-			}
-			if err := send(ctx, r, map[string]any{"text": fmt.Sprintf("%s/%d", r, n)}); err != nil {
-				fmt.Println(err)
-				return
-			}
-		}
-	}
 
 	next := map[string]int{}
 	for range 4 {
@@ -250,22 +224,14 @@ func ExampleSender_Drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	sender, err := stream.NewSender(stage0, "0", "1", stream.SenderOptions{})
+	sender, err := sendChunks(ctx, stage0, []string{"req-1"}, 3, func(_ string, n int) map[string]any {
+		return map[string]any{"n": n}
+	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer sender.Close()
-	for n := range 3 {
-		send := sender.Send
-		if n == 2 {
-			send = sender.Finish
-		}
-		if err := send(ctx, "req-1", map[string]any{"n": n}); err != nil {
-			fmt.Println(err)
-			return
-		}
-	}
 	// The consumer, elsewhere in a pipeline, reads the request.
 	read := make(chan int)
 	go func() {
@@ -291,13 +257,44 @@ func ExampleSender_Drain() {
 	// reclaimed: 0
 }
 
-// openStages opens stages 0 and 1 of one deployment scope, as Example does.
-func openStages(scope string) (stage0, stage1 *connector.SHM) {
-	stage0, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
+// sendChunks opens a sender on conn's edge 0->1 and sends chunks chunks
+// of each of requests, interleaved, the last of each with Finish, as
+// Example does; chunk(r, n) is chunk n of request r. The caller closes the
+// sender.
+func sendChunks(ctx context.Context, conn *connector.SHM, requests []string, chunks int, chunk func(r string, n int) map[string]any) (*stream.Sender, error) {
+	sender, err := stream.NewSender(conn, "0", "1", stream.SenderOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for n := range chunks {
+		for _, r := range requests {
+			send := sender.Send
+			if n == chunks-1 {
+				send = sender.Finish
+			}
+			if err := send(ctx, r, chunk(r, n)); err != nil {
+				sender.Close()
+				return nil, err
+			}
+		}
+	}
+	return sender, nil
+}
+
+// openStage opens stage id of a deployment scope, as Example does.
+func openStage(id connector.Stage, scope string) *connector.SHM {
+	c, err := connector.Open(connector.Options{StageID: id, WakeupScope: scope})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if stage1, err = connector.Open(connector.Options{StageID: "1", WakeupScope: scope}); err != nil {
+	return c
+}
+
+// openStages opens stages 0 and 1 of one deployment scope.
+func openStages(scope string) (stage0, stage1 *connector.SHM) {
+	stage0 = openStage("0", scope)
+	stage1, err := connector.Open(connector.Options{StageID: "1", WakeupScope: scope})
+	if err != nil {
 		stage0.Close()
 		log.Fatal(err)
 	}

@@ -6,28 +6,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"omnishm/connector"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
 	"omnishm/ring"
-	"omnishm/scope"
 	"omnishm/tensor"
 )
 
 func mustMux(t *testing.T, tr connector.Receiver, opts MuxOptions) *Mux {
 	t.Helper()
 	m, err := NewMux(tr, "0", "1", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return m
+	return closedAtEnd(t, m, err)
 }
 
 // checkChunk checks a chunk's codes and finish mark: chunk n of request r
@@ -48,54 +40,51 @@ func checkChunk(c Chunk, r, chunks int) error {
 // yields every chunk once, in order within each request.
 func TestMuxManyInterleavedRequests(t *testing.T) {
 	const requests, chunks = 500, 4
-	for _, rc := range conntest.Rings {
-		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			recv := conntest.Open(t, sc, "1", rc.Bytes)
-			m := mustMux(t, recv, MuxOptions{Buffer: 2})
-			ids := make([]string, requests)
-			index := map[string]int{}
-			for r := range ids {
-				ids[r] = shmtest.Key("mux")
-				index[ids[r]] = r
-				if err := m.Add(ids[r]); err != nil {
-					t.Fatal(err)
-				}
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		recv := conntest.Open(t, sc, "1", ringBytes)
+		m := mustMux(t, recv, MuxOptions{Buffer: 2})
+		ids := make([]string, requests)
+		index := map[string]int{}
+		for r := range ids {
+			ids[r] = shmtest.Key("mux")
+			index[ids[r]] = r
+			if err := m.Add(ids[r]); err != nil {
+				t.Fatal(err)
 			}
-			p := shmtest.Start(t, "produce", append([]string{sc, strconv.Itoa(rc.Bytes), strconv.Itoa(chunks)}, ids...)...)
-			ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
-			defer cancel()
-			next := make([]int, requests)
-			for range requests * chunks {
-				c, err := m.Next(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r, ok := index[c.Request]
-				if !ok || c.N != next[r] {
-					t.Fatalf("request %s: chunk %d, want %d", c.Request, c.N, next[r])
-				}
-				next[r]++
-				if err := checkChunk(c, r, chunks); err != nil {
-					t.Fatal(err)
-				}
+		}
+		p := shmtest.Start(t, "produce", append([]string{sc, strconv.Itoa(ringBytes), strconv.Itoa(chunks)}, ids...)...)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
+		defer cancel()
+		next := make([]int, requests)
+		for range requests * chunks {
+			c, err := m.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
 			}
-			for r, n := range next {
-				if n != chunks {
-					t.Fatalf("request %d: %d chunks", r, n)
-				}
+			r, ok := index[c.Request]
+			if !ok || c.N != next[r] {
+				t.Fatalf("request %s: chunk %d, want %d", c.Request, c.N, next[r])
 			}
-			releaseDrained(t, p)
-			if h := recv.Health(); h.Gets != requests*chunks {
-				t.Fatalf("health %+v: want %d gets", h, requests*chunks)
+			next[r]++
+			if err := checkChunk(c, r, chunks); err != nil {
+				t.Fatal(err)
 			}
-			short, stop := context.WithCancel(ctx)
-			stop()
-			if _, err := m.Next(short); !errors.Is(err, context.Canceled) {
-				t.Fatalf("Next with every request done: %v", err)
+		}
+		for r, n := range next {
+			if n != chunks {
+				t.Fatalf("request %d: %d chunks", r, n)
 			}
-		})
-	}
+		}
+		releaseDrained(t, p)
+		if h := recv.Health(); h.Gets != requests*chunks {
+			t.Fatalf("health %+v: want %d gets", h, requests*chunks)
+		}
+		short, stop := context.WithCancel(ctx)
+		stop()
+		if _, err := m.Next(short); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Next with every request done: %v", err)
+		}
+	})
 }
 
 // A consumer that stops reading: the Mux claims Buffer chunks of the
@@ -191,138 +180,4 @@ func TestMuxAddRemoveClose(t *testing.T) {
 	if recv.Waiting() != 0 {
 		t.Fatalf("%d Recv calls still waiting after Close", recv.Waiting())
 	}
-}
-
-// roleStallMany: args scope, ring bytes, chunks, requests...: puts that
-// many chunks of each request, finishes none, says "sent" and waits to be
-// killed.
-func roleStallMany(args []string) int {
-	chunks, _ := strconv.Atoi(args[2])
-	conn, ok := openRole("0", args)
-	if !ok {
-		return 1
-	}
-	defer conn.Close()
-	s, _ := NewSender(conn, "0", "1", SenderOptions{})
-	for n := range chunks {
-		for r, req := range args[3:] {
-			s.Send(context.Background(), req, map[string]any{"codes": map[string]any{"audio": codes(r, n)}})
-		}
-	}
-	if err := s.Close(); err != nil {
-		shmtest.Say("error %v", err)
-		return 1
-	}
-	shmtest.Say("sent")
-	shmtest.Hear()
-	return 0
-}
-
-// A ring producer killed mid-stream ends its readers and its Mux requests
-// with ErrSenderGone, though nobody told them its process and their
-// progress timeout is an hour: they follow the producer of the ring their
-// chunks came from.
-func TestRingProducerDeathEndsReaders(t *testing.T) {
-	const readers, chunks = 4, 3
-	sc := shmtest.Scope(t)
-	ids := make([]string, readers+1)
-	for i := range ids {
-		ids[i] = shmtest.Key("dies")
-	}
-	conntest.RemoveAtEnd(t, scope.New(sc), shmtest.Prefix())
-	recv := conntest.Open(t, sc, "1", ring.DefaultCapacity)
-	p := shmtest.Start(t, "stallmany", append([]string{sc, strconv.Itoa(ring.DefaultCapacity), strconv.Itoa(chunks)}, ids...)...)
-	p.Expect(t, wait, "sent")
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	hour := ReaderOptions{ProgressTimeout: time.Hour}
-	var rds []*Reader
-	for _, id := range ids[:readers] {
-		rd := mustReader(t, recv, id, hour)
-		for n := range chunks {
-			if _, err := rd.Next(ctx); err != nil {
-				t.Fatalf("chunk %d: %v", n, err)
-			}
-		}
-		rds = append(rds, rd)
-	}
-	m := mustMux(t, recv, MuxOptions{Reader: hour})
-	if err := m.Add(ids[readers]); err != nil {
-		t.Fatal(err)
-	}
-	for n := range chunks {
-		if c, err := m.Next(ctx); err != nil || c.N != n {
-			t.Fatalf("mux chunk %d: %+v %v", n, c, err)
-		}
-	}
-	errs := make(chan error, readers)
-	for _, rd := range rds {
-		go func() { _, err := rd.Next(ctx); errs <- err }()
-	}
-	shmtest.Eventually(t, wait, "every reader to wait", func() bool { return recv.Waiting() == readers+1 })
-	p.Kill()
-	for range readers {
-		want := fmt.Sprintf("of the ring chunk %d came through is dead; the last chunk received, %d, came ", chunks-1, chunks-1)
-		if err := <-errs; !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), want) {
-			t.Fatalf("a reader after its producer was killed: %v, want %q in it", err, want)
-		}
-	}
-	c, err := m.Next(ctx)
-	if !errors.Is(err, ErrSenderGone) || c.Request != ids[readers] {
-		t.Fatalf("the mux after the producer was killed: %+v %v", c, err)
-	}
-	if _, err := rds[0].Next(ctx); !errors.Is(err, ErrSenderGone) {
-		t.Fatalf("a dead stream's next Next: %v", err)
-	}
-}
-
-// BenchmarkSenderGoneAfterKill measures how soon a reader that received a
-// chunk through a ring fails with ErrSenderGone after its producer is
-// SIGKILLed (20 tries; it is not told the producer's process, and its
-// progress timeout is an hour): p50 and p99 from the kill to Next's error.
-func BenchmarkSenderGoneAfterKill(b *testing.B) {
-	const tries = 20
-	for b.Loop() {
-		var took []time.Duration
-		for range tries {
-			took = append(took, killAndWait(b))
-		}
-		slices.Sort(took)
-		b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
-		b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-ms")
-	}
-}
-
-func killAndWait(b *testing.B) time.Duration {
-	sc := shmtest.Scope(b)
-	conntest.RemoveAtEnd(b, scope.New(sc), shmtest.Prefix())
-	recv := conntest.Open(b, sc, "1", ring.DefaultCapacity)
-	req := shmtest.Key("kill")
-	p := shmtest.Start(b, "stallmany", sc, strconv.Itoa(ring.DefaultCapacity), "1", req)
-	if l := p.Line(b, wait); l != "sent" {
-		b.Fatalf("producer: %s", l)
-	}
-	rd, err := NewReader(recv, "0", "1", req, ReaderOptions{ProgressTimeout: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rd.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if _, err := rd.Next(ctx); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan time.Time, 1)
-	go func() {
-		_, err := rd.Next(ctx)
-		if !errors.Is(err, ErrSenderGone) {
-			b.Error(err)
-		}
-		done <- time.Now()
-	}()
-	shmtest.Eventually(b, wait, "the reader to wait", func() bool { return recv.Waiting() == 1 })
-	start := time.Now()
-	p.Kill()
-	return (<-done).Sub(start)
 }

@@ -5,6 +5,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -18,13 +19,13 @@ import (
 	"omnishm/internal/shmtest"
 	"omnishm/proc"
 	"omnishm/ring"
-	"omnishm/scope"
 )
 
 const wait = 30 * time.Second
 
 // roles are the child processes of the cross-process tests.
 var roles = map[string]func(args []string) int{
+	"consume":   roleConsume,
 	"produce":   roleProduce,
 	"stallmany": roleStallMany,
 	"wait":      roleWait,
@@ -95,6 +96,93 @@ func roleProduce(args []string) int {
 	return 0
 }
 
+// roleStallMany: args scope, ring bytes, chunks, requests...: puts that
+// many chunks of each request, finishes none, says "sent" and waits to be
+// killed.
+func roleStallMany(args []string) int {
+	chunks, _ := strconv.Atoi(args[2])
+	conn, ok := openRole("0", args)
+	if !ok {
+		return 1
+	}
+	defer conn.Close()
+	s, _ := NewSender(conn, "0", "1", SenderOptions{})
+	for n := range chunks {
+		for r, req := range args[3:] {
+			s.Send(context.Background(), req, map[string]any{"codes": map[string]any{"audio": codes(r, n)}})
+		}
+	}
+	if err := s.Close(); err != nil {
+		shmtest.Say("error %v", err)
+		return 1
+	}
+	shmtest.Say("sent")
+	shmtest.Hear()
+	return 0
+}
+
+// startStalled starts a stallmany producer of chunks chunks of each of
+// requests, on a scope of the test's own with a receiver (stage 1) open,
+// and returns once the producer has sent them all.
+func startStalled(tb testing.TB, ringBytes, chunks int, requests ...string) (*connector.SHM, *shmtest.Proc) {
+	tb.Helper()
+	sc := conntest.CrashScope(tb, requests...)
+	recv := conntest.Open(tb, sc, "1", ringBytes)
+	p := shmtest.Start(tb, "stallmany", append([]string{sc, strconv.Itoa(ringBytes), strconv.Itoa(chunks)}, requests...)...)
+	p.Expect(tb, wait, "sent")
+	return recv, p
+}
+
+// roleConsume: args scope, ring bytes, request. Reads the request's chunks
+// as stage 1 on "read N" (then says "read N"), to the end on "rest" (then
+// says "done N" with the total read).
+func roleConsume(args []string) int {
+	conn, ok := openRole("1", args)
+	if !ok {
+		return 1
+	}
+	defer conn.Close()
+	// One chunk claimed per chunk read (no Prefetch): the test counts
+	// what was read as claimed.
+	rd, err := NewReader(conn, "0", "1", args[2], ReaderOptions{Prefetch: -1})
+	if err != nil {
+		shmtest.Say("error %v", err)
+		return 1
+	}
+	defer rd.Close()
+	ctx := context.Background()
+	shmtest.Say("ready")
+	for {
+		var cmd string
+		var n int
+		fmt.Sscan(shmtest.Hear(), &cmd, &n)
+		switch cmd {
+		case "read":
+			for range n {
+				if _, err := rd.Next(ctx); err != nil {
+					shmtest.Say("error %v", err)
+					return 1
+				}
+			}
+			shmtest.Say("read %d", n)
+		case "rest":
+			for {
+				_, err := rd.Next(ctx)
+				if err == io.EOF {
+					shmtest.Say("done %d", rd.Received())
+					return 0
+				}
+				if err != nil {
+					shmtest.Say("error %v", err)
+					return 1
+				}
+			}
+		default:
+			return 1
+		}
+	}
+}
+
 // releaseDrained has a "produce" child, whose chunks were all read, release
 // its requests (reclaiming nothing) and exit.
 func releaseDrained(t *testing.T, p *shmtest.Proc) {
@@ -121,42 +209,39 @@ func childID(t *testing.T, p *shmtest.Proc) proc.ID {
 // request's chunks once, in order, with the finish mark on the last.
 func TestCrossProcessInterleaved(t *testing.T) {
 	const requests, chunks = 8, 24
-	for _, rc := range conntest.Rings {
-		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			recv := conntest.Open(t, sc, "1", rc.Bytes)
-			var ids []string
-			for range requests {
-				ids = append(ids, shmtest.Key("req"))
-			}
-			p := shmtest.Start(t, "produce", append([]string{sc, strconv.Itoa(rc.Bytes), strconv.Itoa(chunks)}, ids...)...)
-			ctx, cancel := context.WithTimeout(context.Background(), wait)
-			defer cancel()
-			var wg sync.WaitGroup
-			errs := make([]error, requests)
-			sender := childID(t, p)
-			for r, id := range ids {
-				rd := mustReader(t, recv, id, ReaderOptions{Sender: sender})
-				wg.Go(func() { errs[r] = readAll(ctx, rd, r, chunks) })
-			}
-			wg.Wait()
-			if err := errors.Join(errs...); err != nil {
-				t.Fatal(err)
-			}
-			releaseDrained(t, p)
-			h := recv.Health()
-			if h.Gets != requests*chunks {
-				t.Fatalf("receiver health %+v, want %d gets", h, requests*chunks)
-			}
-			// The 4 MiB ring holds the whole run; the 4 KiB one mixes paths.
-			switch {
-			case rc.Bytes == ring.DefaultCapacity && h.HostRingGets != h.Gets,
-				rc.Bytes == connector.NoRing && h.HostRingGets != 0:
-				t.Fatalf("receiver health %+v: wrong path for ring bytes %d", h, rc.Bytes)
-			}
-			t.Logf("receiver health %+v", h)
-		})
-	}
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		recv := conntest.Open(t, sc, "1", ringBytes)
+		var ids []string
+		for range requests {
+			ids = append(ids, shmtest.Key("req"))
+		}
+		p := shmtest.Start(t, "produce", append([]string{sc, strconv.Itoa(ringBytes), strconv.Itoa(chunks)}, ids...)...)
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		var wg sync.WaitGroup
+		errs := make([]error, requests)
+		sender := childID(t, p)
+		for r, id := range ids {
+			rd := mustReader(t, recv, id, ReaderOptions{Sender: sender})
+			wg.Go(func() { errs[r] = readAll(ctx, rd, r, chunks) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		releaseDrained(t, p)
+		h := recv.Health()
+		if h.Gets != requests*chunks {
+			t.Fatalf("receiver health %+v, want %d gets", h, requests*chunks)
+		}
+		// The 4 MiB ring holds the whole run; the 4 KiB one mixes paths.
+		switch {
+		case ringBytes == ring.DefaultCapacity && h.HostRingGets != h.Gets,
+			ringBytes == connector.NoRing && h.HostRingGets != 0:
+			t.Fatalf("receiver health %+v: wrong path for ring bytes %d", h, ringBytes)
+		}
+		t.Logf("receiver health %+v", h)
+	})
 }
 
 // TestReleaseAfterFinishRealConnector is the seed's
@@ -165,57 +250,54 @@ func TestCrossProcessInterleaved(t *testing.T) {
 // release reclaims exactly chunks 1 and 2; siblings whose ids share the
 // prefix keep theirs.
 func TestReleaseAfterFinishRealConnector(t *testing.T) {
-	for _, rc := range conntest.Rings {
-		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			prod := conntest.Open(t, sc, "0", rc.Bytes)
-			recv := conntest.Open(t, sc, "1", rc.Bytes)
-			s := mustSender(t, prod, SenderOptions{})
-			ctx := context.Background()
-			req := shmtest.Key("req")
-			// req+"0" shares the text prefix; req+"_0_1" even starts with
-			// the release prefix {req}_0_ and survives only because
-			// cleanup_prefix takes digits alone (SPEC §9).
-			siblings := []string{req + "0", req + "_0_1"}
-			for n := range 3 {
-				send := s.Send
-				if n == 2 {
-					send = s.Finish
-				}
-				if err := send(ctx, req, map[string]any{"codes": map[string]any{"audio": codes(1, n)}}); err != nil {
-					t.Fatal(err)
-				}
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		prod := conntest.Open(t, sc, "0", ringBytes)
+		recv := conntest.Open(t, sc, "1", ringBytes)
+		s := mustSender(t, prod, SenderOptions{})
+		ctx := context.Background()
+		req := shmtest.Key("req")
+		// req+"0" shares the text prefix; req+"_0_1" even starts with
+		// the release prefix {req}_0_ and survives only because
+		// cleanup_prefix takes digits alone (SPEC §9).
+		siblings := []string{req + "0", req + "_0_1"}
+		for n := range 3 {
+			send := s.Send
+			if n == 2 {
+				send = s.Finish
 			}
-			for _, sib := range siblings {
-				if err := s.Send(ctx, sib, map[string]any{"who": "sibling"}); err != nil {
-					t.Fatal(err)
-				}
+			if err := send(ctx, req, map[string]any{"codes": map[string]any{"audio": codes(1, n)}}); err != nil {
+				t.Fatal(err)
 			}
-			rd := mustReader(t, recv, req, ReaderOptions{Prefetch: -1}) // claims chunk 0 alone
-			if c, err := rd.Next(ctx); err != nil || Finished(c) {
-				t.Fatalf("chunk 0: %v %v", c, err)
+		}
+		for _, sib := range siblings {
+			if err := s.Send(ctx, sib, map[string]any{"who": "sibling"}); err != nil {
+				t.Fatal(err)
 			}
-			if n := <-s.Release(req); n != 2 || s.Reclaimed() != 2 {
-				t.Fatalf("release reclaimed %d (total %d), want 2", n, s.Reclaimed())
+		}
+		rd := mustReader(t, recv, req, ReaderOptions{Prefetch: -1}) // claims chunk 0 alone
+		if c, err := rd.Next(ctx); err != nil || Finished(c) {
+			t.Fatalf("chunk 0: %v %v", c, err)
+		}
+		if n := <-s.Release(req); n != 2 || s.Reclaimed() != 2 {
+			t.Fatalf("release reclaimed %d (total %d), want 2", n, s.Reclaimed())
+		}
+		for n := 1; n < 3; n++ {
+			if p, _, ok, err := recv.Get("0", "1", Key(req, "0", n), nil); ok || err != nil {
+				t.Fatalf("chunk %d still there after release: %v %v", n, p, err)
 			}
-			for n := 1; n < 3; n++ {
-				if p, _, ok, err := recv.Get("0", "1", Key(req, "0", n), nil); ok || err != nil {
-					t.Fatalf("chunk %d still there after release: %v %v", n, p, err)
-				}
+		}
+		for _, sib := range siblings {
+			p, _, ok, err := recv.Get("0", "1", Key(sib, "0", 0), nil)
+			if !ok || err != nil || p.(map[string]any)["who"] != "sibling" {
+				t.Fatalf("sibling %s lost its chunk: %v %v %v", sib, p, ok, err)
 			}
-			for _, sib := range siblings {
-				p, _, ok, err := recv.Get("0", "1", Key(sib, "0", 0), nil)
-				if !ok || err != nil || p.(map[string]any)["who"] != "sibling" {
-					t.Fatalf("sibling %s lost its chunk: %v %v %v", sib, p, ok, err)
-				}
+		}
+		for _, sib := range siblings {
+			if n := <-s.Release(sib); n != 0 {
+				t.Fatalf("release of drained %s reclaimed %d", sib, n)
 			}
-			for _, sib := range siblings {
-				if n := <-s.Release(sib); n != 0 {
-					t.Fatalf("release of drained %s reclaimed %d", sib, n)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // cleanupSpy records CleanupPrefix calls of a real connector and holds Puts
@@ -242,34 +324,31 @@ func (c *cleanupSpy) calls() []string {
 // TestReleaseQueuedBehindSendsRealConnector: with the real connector's puts
 // held, a release waits; once they run it reclaims all three chunks.
 func TestReleaseQueuedBehindSendsRealConnector(t *testing.T) {
-	for _, rc := range conntest.Rings {
-		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			prod := conntest.Open(t, sc, "0", rc.Bytes)
-			spy := &cleanupSpy{gatedTransport: newGated(prod)}
-			s := mustSender(t, spy, SenderOptions{})
-			req := shmtest.Key("req")
-			for n := range 3 {
-				if err := s.Send(context.Background(), req, map[string]any{"codes": map[string]any{"audio": codes(0, n)}}); err != nil {
-					t.Fatal(err)
-				}
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		prod := conntest.Open(t, sc, "0", ringBytes)
+		spy := &cleanupSpy{gatedTransport: newGated(prod)}
+		s := mustSender(t, spy, SenderOptions{})
+		req := shmtest.Key("req")
+		for n := range 3 {
+			if err := s.Send(context.Background(), req, map[string]any{"codes": map[string]any{"audio": codes(0, n)}}); err != nil {
+				t.Fatal(err)
 			}
-			released := s.Release(req)
-			<-spy.started
-			if calls := spy.calls(); len(calls) != 0 || s.Reclaimed() != 0 {
-				t.Fatalf("cleanup ran before the sends: %v", calls)
-			}
-			for range 3 {
-				spy.gate <- struct{}{}
-			}
-			if n := <-released; n != 3 {
-				t.Fatalf("reclaimed %d, want 3", n)
-			}
-			if calls := spy.calls(); !slices.Equal(calls, []string{Prefix(req, "0")}) {
-				t.Fatalf("cleanup calls %v", calls)
-			}
-		})
-	}
+		}
+		released := s.Release(req)
+		<-spy.started
+		if calls := spy.calls(); len(calls) != 0 || s.Reclaimed() != 0 {
+			t.Fatalf("cleanup ran before the sends: %v", calls)
+		}
+		for range 3 {
+			spy.gate <- struct{}{}
+		}
+		if n := <-released; n != 3 {
+			t.Fatalf("reclaimed %d, want 3", n)
+		}
+		if calls := spy.calls(); !slices.Equal(calls, []string{Prefix(req, "0")}) {
+			t.Fatalf("cleanup calls %v", calls)
+		}
+	})
 }
 
 // TestSenderGoneWhenKilled: the producer is killed (SIGKILL) mid-stream;
@@ -278,12 +357,8 @@ func TestReleaseQueuedBehindSendsRealConnector(t *testing.T) {
 func TestSenderGoneWhenKilled(t *testing.T) {
 	for _, rc := range conntest.Rings {
 		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
 			req := shmtest.Key("req")
-			conntest.RemoveAtEnd(t, scope.New(sc), req) // runs last
-			recv := conntest.Open(t, sc, "1", rc.Bytes)
-			p := shmtest.Start(t, "stallmany", sc, strconv.Itoa(rc.Bytes), "3", req)
-			p.Expect(t, wait, "sent")
+			recv, p := startStalled(t, rc.Bytes, 3, req)
 			rd := mustReader(t, recv, req, ReaderOptions{Sender: childID(t, p), ProgressTimeout: time.Hour})
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()
@@ -302,4 +377,103 @@ func TestSenderGoneWhenKilled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A ring producer killed mid-stream ends its readers and its Mux requests
+// with ErrSenderGone, though nobody told them its process and their
+// progress timeout is an hour: they follow the producer of the ring their
+// chunks came from.
+func TestRingProducerDeathEndsReaders(t *testing.T) {
+	const readers, chunks = 4, 3
+	ids := make([]string, readers+1)
+	for i := range ids {
+		ids[i] = shmtest.Key("dies")
+	}
+	recv, p := startStalled(t, ring.DefaultCapacity, chunks, ids...)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	hour := ReaderOptions{ProgressTimeout: time.Hour}
+	var rds []*Reader
+	for _, id := range ids[:readers] {
+		rd := mustReader(t, recv, id, hour)
+		for n := range chunks {
+			if _, err := rd.Next(ctx); err != nil {
+				t.Fatalf("chunk %d: %v", n, err)
+			}
+		}
+		rds = append(rds, rd)
+	}
+	m := mustMux(t, recv, MuxOptions{Reader: hour})
+	if err := m.Add(ids[readers]); err != nil {
+		t.Fatal(err)
+	}
+	for n := range chunks {
+		if c, err := m.Next(ctx); err != nil || c.N != n {
+			t.Fatalf("mux chunk %d: %+v %v", n, c, err)
+		}
+	}
+	errs := make(chan error, readers)
+	for _, rd := range rds {
+		go func() { _, err := rd.Next(ctx); errs <- err }()
+	}
+	shmtest.Eventually(t, wait, "every reader to wait", func() bool { return recv.Waiting() == readers+1 })
+	p.Kill()
+	for range readers {
+		want := fmt.Sprintf("of the ring chunk %d came through is dead; the last chunk received, %d, came ", chunks-1, chunks-1)
+		if err := <-errs; !errors.Is(err, ErrSenderGone) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("a reader after its producer was killed: %v, want %q in it", err, want)
+		}
+	}
+	c, err := m.Next(ctx)
+	if !errors.Is(err, ErrSenderGone) || c.Request != ids[readers] {
+		t.Fatalf("the mux after the producer was killed: %+v %v", c, err)
+	}
+	if _, err := rds[0].Next(ctx); !errors.Is(err, ErrSenderGone) {
+		t.Fatalf("a dead stream's next Next: %v", err)
+	}
+}
+
+// BenchmarkSenderGoneAfterKill measures how soon a reader that received a
+// chunk through a ring fails with ErrSenderGone after its producer is
+// SIGKILLed (20 tries; it is not told the producer's process, and its
+// progress timeout is an hour): p50 and p99 from the kill to Next's error.
+func BenchmarkSenderGoneAfterKill(b *testing.B) {
+	const tries = 20
+	for b.Loop() {
+		var took []time.Duration
+		for range tries {
+			took = append(took, killAndWait(b))
+		}
+		slices.Sort(took)
+		b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-ms")
+	}
+}
+
+func killAndWait(b *testing.B) time.Duration {
+	req := shmtest.Key("kill")
+	recv, p := startStalled(b, ring.DefaultCapacity, 1, req)
+	rd, err := NewReader(recv, "0", "1", req, ReaderOptions{ProgressTimeout: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rd.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := rd.Next(ctx); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan time.Time, 1)
+	go func() {
+		_, err := rd.Next(ctx)
+		if !errors.Is(err, ErrSenderGone) {
+			b.Error(err)
+		}
+		done <- time.Now()
+	}()
+	shmtest.Eventually(b, wait, "the reader to wait", func() bool { return recv.Waiting() == 1 })
+	start := time.Now()
+	p.Kill()
+	return (<-done).Sub(start)
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -255,58 +254,6 @@ func TestPutErrorReported(t *testing.T) {
 	}
 }
 
-func init() { roles["consume"] = roleConsume }
-
-// roleConsume: args scope, ring bytes, request. Reads the request's chunks
-// as stage 1 on "read N" (then says "read N"), to the end on "rest" (then
-// says "done N" with the total read).
-func roleConsume(args []string) int {
-	conn, ok := openRole("1", args)
-	if !ok {
-		return 1
-	}
-	defer conn.Close()
-	// One chunk claimed per chunk read (no Prefetch): the test counts
-	// what was read as claimed.
-	rd, err := NewReader(conn, "0", "1", args[2], ReaderOptions{Prefetch: -1})
-	if err != nil {
-		shmtest.Say("error %v", err)
-		return 1
-	}
-	defer rd.Close()
-	ctx := context.Background()
-	shmtest.Say("ready")
-	for {
-		var cmd string
-		var n int
-		fmt.Sscan(shmtest.Hear(), &cmd, &n)
-		switch cmd {
-		case "read":
-			for range n {
-				if _, err := rd.Next(ctx); err != nil {
-					shmtest.Say("error %v", err)
-					return 1
-				}
-			}
-			shmtest.Say("read %d", n)
-		case "rest":
-			for {
-				_, err := rd.Next(ctx)
-				if err == io.EOF {
-					shmtest.Say("done %d", rd.Received())
-					return 0
-				}
-				if err != nil {
-					shmtest.Say("error %v", err)
-					return 1
-				}
-			}
-		default:
-			return 1
-		}
-	}
-}
-
 // drainAsync runs Drain in a goroutine; the channel gets its result.
 func drainAsync(ctx context.Context, s *Sender) <-chan error {
 	done := make(chan error, 1)
@@ -337,37 +284,34 @@ func sendChunks(t *testing.T, s *Sender, request string, r, chunks int) {
 // sent: not while some are unread.
 func TestDrainConsumedByAnotherProcess(t *testing.T) {
 	const chunks = 12
-	for _, rc := range conntest.Rings {
-		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			prod := conntest.Open(t, sc, "0", rc.Bytes)
-			s := mustSender(t, prod, SenderOptions{QueueLimit: 4})
-			req := shmtest.Key("drain")
-			c := shmtest.Start(t, "consume", sc, strconv.Itoa(rc.Bytes), req)
-			c.Expect(t, wait, "ready")
-			sendChunks(t, s, req, 0, chunks)
-			done := drainAsync(context.Background(), s)
-			c.Send(t, "read 5")
-			c.Expect(t, wait, "read 5")
-			select {
-			case err := <-done:
-				t.Fatalf("Drain returned %v with 7 chunks unread", err)
-			default:
-			}
-			c.Send(t, "rest")
-			c.Expect(t, wait, "done 12")
-			if err := drained(t, done); err != nil {
-				t.Fatalf("Drain: %v", err)
-			}
-			c.Exited(t, wait)
-			if n := <-s.Release(req); n != 0 {
-				t.Fatalf("release after a drain reclaimed %d", n)
-			}
-			if err := s.Drain(context.Background()); err != nil {
-				t.Fatalf("Drain with nothing left: %v", err)
-			}
-		})
-	}
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		prod := conntest.Open(t, sc, "0", ringBytes)
+		s := mustSender(t, prod, SenderOptions{QueueLimit: 4})
+		req := shmtest.Key("drain")
+		c := shmtest.Start(t, "consume", sc, strconv.Itoa(ringBytes), req)
+		c.Expect(t, wait, "ready")
+		sendChunks(t, s, req, 0, chunks)
+		done := drainAsync(context.Background(), s)
+		c.Send(t, "read 5")
+		c.Expect(t, wait, "read 5")
+		select {
+		case err := <-done:
+			t.Fatalf("Drain returned %v with 7 chunks unread", err)
+		default:
+		}
+		c.Send(t, "rest")
+		c.Expect(t, wait, "done 12")
+		if err := drained(t, done); err != nil {
+			t.Fatalf("Drain: %v", err)
+		}
+		c.Exited(t, wait)
+		if n := <-s.Release(req); n != 0 {
+			t.Fatalf("release after a drain reclaimed %d", n)
+		}
+		if err := s.Drain(context.Background()); err != nil {
+			t.Fatalf("Drain with nothing left: %v", err)
+		}
+	})
 }
 
 // What Drain does when chunks are not claimed: a Release's retirement is

@@ -46,24 +46,27 @@ func codes(request, n int) *tensor.Tensor {
 	return t
 }
 
-func mustSender(t *testing.T, tr connector.Transport, opts SenderOptions) *Sender {
+// closedAtEnd returns v, which the test closes when it ends, unless err
+// is set: then it fails the test.
+func closedAtEnd[T interface{ Close() error }](t *testing.T, v T, err error) T {
 	t.Helper()
-	s, err := NewSender(tr, "0", "1", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	t.Cleanup(func() { v.Close() })
+	return v
+}
+
+func mustSender(t *testing.T, tr connector.Transport, opts SenderOptions) *Sender {
+	t.Helper()
+	s, err := NewSender(tr, "0", "1", opts)
+	return closedAtEnd(t, s, err)
 }
 
 func mustReader(t *testing.T, tr connector.Transport, request string, opts ReaderOptions) *Reader {
 	t.Helper()
 	r, err := NewReader(tr, "0", "1", request, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
+	return closedAtEnd(t, r, err)
 }
 
 func TestKeyAndPrefix(t *testing.T) {
@@ -504,66 +507,63 @@ func TestIdleWatchesAreBounded(t *testing.T) {
 // chunk at a time: a chunk a Next would have claimed ahead waits.
 func TestNextIntoSuppliedMemory(t *testing.T) {
 	const n = 16 << 10 // float32s: 64 KiB, the size from which per-key tensors come from a
-	for _, rc := range conntest.Rings {
-		t.Run(rc.Name, func(t *testing.T) {
-			sc := shmtest.Scope(t)
-			prod, recv := conntest.Open(t, sc, "0", rc.Bytes), conntest.Open(t, sc, "1", rc.Bytes)
-			s, err := NewSender(prod, "0", "1", SenderOptions{})
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		prod, recv := conntest.Open(t, sc, "0", ringBytes), conntest.Open(t, sc, "1", ringBytes)
+		s, err := NewSender(prod, "0", "1", SenderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		req := shmtest.Key("into")
+		ctx := context.Background()
+		for i := range 3 {
+			send := s.Send
+			if i == 2 {
+				send = s.Finish
+			}
+			data := make([]float32, n)
+			for j := range data {
+				data[j] = float32(i*n + j)
+			}
+			tt, err := tensor.FromSlice(data, n)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close()
-			req := shmtest.Key("into")
-			ctx := context.Background()
-			for i := range 3 {
-				send := s.Send
-				if i == 2 {
-					send = s.Finish
-				}
-				data := make([]float32, n)
-				for j := range data {
-					data[j] = float32(i*n + j)
-				}
-				tt, err := tensor.FromSlice(data, n)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := send(ctx, req, map[string]any{"hidden": tt}); err != nil {
-					t.Fatal(err)
-				}
+			if err := send(ctx, req, map[string]any{"hidden": tt}); err != nil {
+				t.Fatal(err)
 			}
-			rd := mustReader(t, recv, req, ReaderOptions{})
-			tight := make([]byte, 1024)
-			buf := make([]byte, 4*n+(64<<10))
-			var arena frame.Arena
-			for i := range 3 {
-				arena.Reset(tight)
-				if _, err := rd.NextInto(ctx, &arena); !errors.Is(err, frame.ErrAllocate) {
-					t.Fatalf("chunk %d into 1 KiB: %v, want frame.ErrAllocate", i, err)
-				}
-				arena.Reset(buf)
-				chunk, err := rd.NextInto(ctx, &arena)
-				if err != nil {
-					t.Fatalf("chunk %d: %v", i, err)
-				}
-				got, ok := chunk["hidden"].(*tensor.Tensor)
-				if !ok {
-					t.Fatalf("chunk %d: hidden is %T", i, chunk["hidden"])
-				}
-				vals, err := tensor.Values[float32](got)
-				if err != nil || len(vals) != n || vals[0] != float32(i*n) || vals[n-1] != float32(i*n+n-1) {
-					t.Fatalf("chunk %d: %d values, %v", i, len(vals), err)
-				}
-				if !within(got.Data, buf) {
-					t.Fatalf("chunk %d: its tensor is not in the supplied memory", i)
-				}
+		}
+		rd := mustReader(t, recv, req, ReaderOptions{})
+		tight := make([]byte, 1024)
+		buf := make([]byte, 4*n+(64<<10))
+		var arena frame.Arena
+		for i := range 3 {
+			arena.Reset(tight)
+			if _, err := rd.NextInto(ctx, &arena); !errors.Is(err, frame.ErrAllocate) {
+				t.Fatalf("chunk %d into 1 KiB: %v, want frame.ErrAllocate", i, err)
 			}
-			if _, err := rd.NextInto(ctx, &arena); err != io.EOF {
-				t.Fatalf("after the last chunk: %v", err)
+			arena.Reset(buf)
+			chunk, err := rd.NextInto(ctx, &arena)
+			if err != nil {
+				t.Fatalf("chunk %d: %v", i, err)
 			}
-			<-s.Release(req)
-		})
-	}
+			got, ok := chunk["hidden"].(*tensor.Tensor)
+			if !ok {
+				t.Fatalf("chunk %d: hidden is %T", i, chunk["hidden"])
+			}
+			vals, err := tensor.Values[float32](got)
+			if err != nil || len(vals) != n || vals[0] != float32(i*n) || vals[n-1] != float32(i*n+n-1) {
+				t.Fatalf("chunk %d: %d values, %v", i, len(vals), err)
+			}
+			if !within(got.Data, buf) {
+				t.Fatalf("chunk %d: its tensor is not in the supplied memory", i)
+			}
+		}
+		if _, err := rd.NextInto(ctx, &arena); err != io.EOF {
+			t.Fatalf("after the last chunk: %v", err)
+		}
+		<-s.Release(req)
+	})
 }
 
 // within reports whether b lies inside buf.

@@ -3,7 +3,6 @@
 package watchdog
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -97,13 +95,13 @@ func serve(in io.Reader, hello io.Writer) int {
 	}
 	reg := registry{}
 	pruneAt := pruneMin
-	r := bufio.NewReader(in)
+	r := reexec.NewLineReader(in)
 	for {
-		line, err := r.ReadString('\n')
+		line, err := r.ReadLine()
 		if err != nil {
 			break // a partial last line was cut by the owner's death
 		}
-		c, err := parseCommand(strings.TrimSuffix(line, "\n"))
+		c, err := parseCommand(line)
 		if err != nil {
 			continue
 		}

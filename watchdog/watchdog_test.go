@@ -57,8 +57,13 @@ func ownerRole(args []string) int {
 	return 0
 }
 
+// lockOf is the lock file of the segment at path.
+func lockOf(path string) string {
+	return filepath.Join(filepath.Dir(path), scope.LockName(filepath.Base(path)))
+}
+
 func own(w *Watchdog, op, path string) error {
-	lock := filepath.Join(filepath.Dir(path), scope.LockName(filepath.Base(path)))
+	lock := lockOf(path)
 	switch op {
 	case "dir":
 		if err := os.Mkdir(path, 0o700); err != nil {
@@ -175,9 +180,6 @@ func TestOwnerDeathUnlinksTracked(t *testing.T) {
 // a publication of another process under an announced name stays, and so
 // do directories that are not empty.
 func TestOwnerDeathRemovesPerKeyFilesAndDirs(t *testing.T) {
-	lockOf := func(path string) string {
-		return filepath.Join(filepath.Dir(path), scope.LockName(filepath.Base(path)))
-	}
 	lock, empty, written := shmPath("lock"), shmPath("empty"), shmPath("written")
 	theirs, emptyDir, fullDir := shmPath("theirs"), shmPath("emptydir"), shmPath("fulldir")
 	ringDir := scope.New(shmtest.Scope(t)).RingDir()

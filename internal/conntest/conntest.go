@@ -34,6 +34,14 @@ var Rings = []struct {
 	Bytes int // Options.HostRingBytes
 }{{"ring", ring.DefaultCapacity}, {"small-ring", ring.MinCapacity}, {"per-key", connector.NoRing}}
 
+// EachRing runs fn as a subtest under each of Rings, each on a scope of its
+// own.
+func EachRing(t *testing.T, fn func(t *testing.T, scope string, ringBytes int)) {
+	for _, rc := range Rings {
+		t.Run(rc.Name, func(t *testing.T) { fn(t, shmtest.Scope(t), rc.Bytes) })
+	}
+}
+
 // Open opens a connector as stage on scope with HostRingBytes ringBytes
 // (connector.NoRing for per-key only), closed when the test ends.
 func Open(tb testing.TB, scope string, stage connector.Stage, ringBytes int) *connector.SHM {
@@ -221,6 +229,21 @@ func RemoveAtEnd(tb testing.TB, names scope.Names, keyPrefixes ...string) {
 			os.Remove(path)
 		}
 	})
+}
+
+// KeyFiles returns the per-key segment and lock file of key in /dev/shm
+// (SPEC §6), where a connector puts them.
+func KeyFiles(key string) []string { return shmtest.KeyFiles(scope.ShmDir, key) }
+
+// CrashScope is shmtest.Scope for a test whose producers may be killed
+// without Close: what they leave on it, and the segments and lock files of
+// keys starting with one of keyPrefixes, is removed when the test ends
+// (RemoveAtEnd). Call it before opening the test's connectors.
+func CrashScope(tb testing.TB, keyPrefixes ...string) string {
+	tb.Helper()
+	s := shmtest.Scope(tb)
+	RemoveAtEnd(tb, scope.New(s), keyPrefixes...)
+	return s
 }
 
 // Files lists what is in /dev/shm of names and of keys starting with one of

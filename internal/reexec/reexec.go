@@ -26,6 +26,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -118,7 +119,7 @@ func current() (role string, parent int, ok bool) {
 var (
 	outMu  sync.Mutex
 	outBuf []byte
-	stdin  = sync.OnceValue(func() *bufio.Reader { return bufio.NewReader(os.Stdin) })
+	stdin  = sync.OnceValue(func() *LineReader { return NewLineReader(os.Stdin) })
 )
 
 // WriteLine writes line and a newline to this process's stdout in one
@@ -136,10 +137,21 @@ func WriteLine(line string) error {
 // newline: a message from the parent. It returns io.EOF once the parent has
 // closed its end or died; a last line without a newline was cut short and
 // is not returned. Not safe for concurrent use.
-func ReadLine() (string, error) {
-	l, err := stdin().ReadString('\n')
+func ReadLine() (string, error) { return stdin().ReadLine() }
+
+// LineReader reads the parent's lines from a reader of its own, for a role
+// that reads its stdin in some other way than as it comes (the watchdog
+// reads it lazily). Not safe for concurrent use.
+type LineReader struct{ r *bufio.Reader }
+
+// NewLineReader reads lines from r.
+func NewLineReader(r io.Reader) *LineReader { return &LineReader{bufio.NewReader(r)} }
+
+// ReadLine is the package's ReadLine, from l's reader.
+func (l *LineReader) ReadLine() (string, error) {
+	line, err := l.r.ReadString('\n')
 	if err != nil {
 		return "", err // io.EOF, also after a cut-short last line
 	}
-	return strings.TrimSuffix(l, "\n"), nil
+	return strings.TrimSuffix(line, "\n"), nil
 }
