@@ -5,10 +5,8 @@ package connector_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -353,10 +351,8 @@ func TestSkippedWakeupsLoseNone(t *testing.T) {
 			r.Expect(t, wait, "ready")
 			sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
 			put := func(g, j int) {
-				if j > 0 && rand.N(2) == 0 {
-					for range rand.N(50) { // vary where the put meets the dispatcher
-						runtime.Gosched()
-					}
+				if j > 0 {
+					shmtest.Jitter(50) // vary where the put meets the dispatcher
 				}
 				conntest.MustPut(t, sender, "0", "1", sleeperKey(prefix, g, j), conntest.Codes(1, int64(g*tc.messages+j)))
 			}

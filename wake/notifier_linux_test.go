@@ -3,7 +3,6 @@ package wake
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -370,11 +369,6 @@ func TestSleepersLoseNoWakeup(t *testing.T) {
 	n := newNotifier(t, dir)
 	const messages = 2000
 	var published, taken atomic.Uint64 // published: a ring's head, in effect
-	pause := func() {
-		for range rand.N(3) {
-			runtime.Gosched()
-		}
-	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -382,7 +376,7 @@ func TestSleepersLoseNoWakeup(t *testing.T) {
 			for taken.Load() < i {
 				runtime.Gosched()
 			}
-			pause()
+			shmtest.Jitter(3)
 			published.Store(i + 1)
 			n.NotifyRing("1")
 		}
@@ -396,7 +390,7 @@ func TestSleepersLoseNoWakeup(t *testing.T) {
 		}
 		s.count().Add(1)
 		gen := r.Generation()
-		pause()
+		shmtest.Jitter(3)
 		if published.Load() > seen { // the check after counting
 			s.count().Add(^uint32(0))
 			continue

@@ -11,9 +11,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -261,4 +263,22 @@ func Await[T any](t testing.TB, timeout time.Duration, what string, ch <-chan T)
 	}
 	var zero T
 	return zero
+}
+
+// Jitter yields the processor a random number of times below n, so that
+// goroutines racing one another meet at varied points from run to run.
+func Jitter(n int) {
+	for range rand.N(n) {
+		runtime.Gosched()
+	}
+}
+
+// Map is f of each element of s, in order: the one field a test compares
+// of each result, for example.
+func Map[T, U any](s []T, f func(T) U) []U {
+	out := make([]U, 0, len(s))
+	for _, x := range s {
+		out = append(out, f(x))
+	}
+	return out
 }
