@@ -27,11 +27,7 @@ func plan(t *testing.T, mode Mode, count int, transports ...string) Plan {
 }
 
 func transports(rs []Result) []string {
-	var out []string
-	for _, r := range rs {
-		out = append(out, r.Transport)
-	}
-	return out
+	return shmtest.Map(rs, func(r Result) string { return r.Transport })
 }
 
 func TestRunPair(t *testing.T) {

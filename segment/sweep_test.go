@@ -41,13 +41,7 @@ func (d sweepDir) segment(t *testing.T, key string, mtime time.Time) string {
 
 func (d sweepDir) options() ListOptions { return ListOptions{Dir: d.dir, Now: d.now} }
 
-func sweptPaths(s []Swept) []string {
-	var out []string
-	for _, x := range s {
-		out = append(out, x.Path)
-	}
-	return out
-}
+func sweptPaths(s []Swept) []string { return shmtest.Map(s, func(x Swept) string { return x.Path }) }
 
 func TestLocks(t *testing.T) {
 	d := newSweepDir(t)

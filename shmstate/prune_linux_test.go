@@ -160,11 +160,9 @@ func TestScanBusyRingIsNotWaitedOn(t *testing.T) {
 	}
 }
 
+// paths is the paths of rs, sorted.
 func paths(rs []Removal) []string {
-	var out []string
-	for _, r := range rs {
-		out = append(out, r.Path)
-	}
+	out := shmtest.Map(rs, func(r Removal) string { return r.Path })
 	slices.Sort(out)
 	return out
 }
