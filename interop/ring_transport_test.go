@@ -4,7 +4,6 @@ package interop
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -61,13 +60,6 @@ func ringGet(t *testing.T, tr *ring.Transport, key string, d *descriptor.RingHan
 }
 
 // codes is a 448-byte payload that differs for every i.
-func codes(i int) []byte {
-	b := make([]byte, 56*8)
-	for j := range 56 {
-		binary.LittleEndian.PutUint64(b[j*8:], uint64(i*100+j))
-	}
-	return b
-}
 
 func descJSON(t *testing.T, d descriptor.RingHandle) string {
 	t.Helper()
@@ -84,13 +76,13 @@ func TestGoRingTransportToPythonReceiver(t *testing.T) {
 	p := newRing(t, s, 4096)
 	for i := range 40 { // wraps the ring several times
 		key := shmtest.Key("g" + strings.Repeat("x", i%7) + "_" + string(rune('a'+i%26)))
-		d := ringPut(t, p, key, codes(i))
+		d := ringPut(t, p, key, shmtest.CodeBytes(i))
 		desc := ""
 		if i%2 == 0 {
 			desc = descJSON(t, d)
 		}
 		r, data := py.get(t, key, "10", desc)
-		if r == nil || r.Kind != int(ring.KindBytes) || !bytes.Equal(data, codes(i)) {
+		if r == nil || r.Kind != int(ring.KindBytes) || !bytes.Equal(data, shmtest.CodeBytes(i)) {
 			t.Fatalf("%s: Python got %+v", key, r)
 		}
 	}
@@ -114,7 +106,7 @@ func TestPythonRingProducerToGoRingTransport(t *testing.T) {
 		}
 	})
 	first := shmtest.Key("p_first")
-	py := startPeer(t, "put", s, "0", "1", first, "0", hexFile(t, codes(0)), "--ring-bytes", "4096")
+	py := startPeer(t, "put", s, "0", "1", first, "0", hexFile(t, shmtest.CodeBytes(0)), "--ring-bytes", "4096")
 	parseRing := func(key string) descriptor.RingHandle {
 		t.Helper()
 		d := conntest.ParseDescriptor(t, py.line(t), key)
@@ -131,17 +123,17 @@ func TestPythonRingProducerToGoRingTransport(t *testing.T) {
 	firstDesc := parseRing(first)
 	py.expect(t, "ready")
 	r := newRing(t, s, 4096)
-	if got := ringGet(t, r, first, &firstDesc); !bytes.Equal(got, codes(0)) {
+	if got := ringGet(t, r, first, &firstDesc); !bytes.Equal(got, shmtest.CodeBytes(0)) {
 		t.Fatalf("first: got %x", got)
 	}
 	for i := 1; i < 40; i++ {
 		key := shmtest.Key("p_" + string(rune('a'+i%26)) + strings.Repeat("y", i%5))
-		d := put(key, codes(i))
+		d := put(key, shmtest.CodeBytes(i))
 		var desc *descriptor.RingHandle
 		if i%2 == 1 {
 			desc = &d
 		}
-		if got := ringGet(t, r, key, desc); !bytes.Equal(got, codes(i)) {
+		if got := ringGet(t, r, key, desc); !bytes.Equal(got, shmtest.CodeBytes(i)) {
 			t.Fatalf("%s: Go got %x", key, got)
 		}
 	}

@@ -69,7 +69,7 @@ func TestClaimedRetiredReclaimedGone(t *testing.T) {
 	mustGet(t, r, "0", "1", "got", nil)
 	for i := range 40 { // wrap: tail passes every frame above
 		key := "fill" + string(rune('a'+i%26))
-		mustPut(t, p, "0", "1", key, codes(i))
+		mustPut(t, p, "0", "1", key, shmtest.CodeBytes(i))
 		mustGet(t, r, "0", "1", key, nil)
 	}
 	mustClaimed(t, p, got, true)

@@ -21,7 +21,7 @@ func TestGoProducerPythonLayout(t *testing.T) {
 	_, p, r := pair(t, 4096)
 	var d descriptor.RingHandle
 	for i := range 9 {
-		d = mustPut(t, p, "0", "1", fmt.Sprintf("req%d_0_%d", i, i), codes(i))
+		d = mustPut(t, p, "0", "1", fmt.Sprintf("req%d_0_%d", i, i), shmtest.CodeBytes(i))
 		if i < 7 {
 			mustGet(t, r, "0", "1", fmt.Sprintf("req%d_0_%d", i, i), nil)
 		}
@@ -117,7 +117,7 @@ func TestInspectStates(t *testing.T) {
 // the copy of what is in use, not of the whole buffer.
 func BenchmarkInspect(b *testing.B) {
 	_, p, _ := pair(b, MaxCapacity)
-	d := mustPut(b, p, "0", "1", "inspected", codes(1))
+	d := mustPut(b, p, "0", "1", "inspected", shmtest.CodeBytes(1))
 	path := scope.ShmDir + "/" + d.Name
 	for b.Loop() {
 		if info, err := Inspect(path); err != nil || len(info.Frames) != 1 {

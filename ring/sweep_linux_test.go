@@ -60,10 +60,10 @@ func (s *sweeper) sweep(t *testing.T, tr *Transport, keys ...string) SweepStats 
 // and costs nothing once nothing moved.
 func TestSweepClaimsWantedFrames(t *testing.T) {
 	_, prod, recv := pair(t, 1<<16)
-	mustPut(t, prod, "0", "1", "first", codes(9))
+	mustPut(t, prod, "0", "1", "first", shmtest.CodeBytes(9))
 	mustMiss(t, recv, "0", "1", "attach", nil) // attach and scan the ring first
 	for i := range 6 {
-		mustPut(t, prod, "0", "1", "k"+strconv.Itoa(i), codes(i))
+		mustPut(t, prod, "0", "1", "k"+strconv.Itoa(i), shmtest.CodeBytes(i))
 	}
 	s := newSweeper("k1", "k4")
 	before := recv.work()
@@ -78,7 +78,7 @@ func TestSweepClaimsWantedFrames(t *testing.T) {
 	self, _ := proc.Self()
 	for _, k := range []string{"k1", "k4"} {
 		i, _ := strconv.Atoi(k[1:])
-		if !slices.Equal(s.got[k], codes(i)) || s.by[k] != self {
+		if !slices.Equal(s.got[k], shmtest.CodeBytes(i)) || s.by[k] != self {
 			t.Fatalf("%s: got %d bytes from %v", k, len(s.got[k]), s.by[k])
 		}
 		mustMiss(t, recv, "0", "1", k, nil)
@@ -95,10 +95,10 @@ func TestSweepClaimsWantedFrames(t *testing.T) {
 	}
 	// A key named in keys is found in the index without a new frame.
 	s.wanted["k2"] = true
-	if st := s.sweep(t, recv, "k2", "absent"); st.Moved || st.Scans != 1 || st.Claims != 1 || !slices.Equal(s.got["k2"], codes(2)) {
+	if st := s.sweep(t, recv, "k2", "absent"); st.Moved || st.Scans != 1 || st.Claims != 1 || !slices.Equal(s.got["k2"], shmtest.CodeBytes(2)) {
 		t.Fatalf("sweep for an indexed key: %+v", st)
 	}
-	if got := mustGet(t, recv, "0", "1", "k0", nil); !slices.Equal(got, codes(0)) {
+	if got := mustGet(t, recv, "0", "1", "k0", nil); !slices.Equal(got, shmtest.CodeBytes(0)) {
 		t.Fatal("an unwanted frame was not left for Get")
 	}
 }
@@ -107,13 +107,13 @@ func TestSweepClaimsWantedFrames(t *testing.T) {
 // sweep are still new to the next one: nothing a waiter wants is stranded.
 func TestSweepOffersFramesAGetScanned(t *testing.T) {
 	_, prod, recv := pair(t, 1<<16)
-	mustPut(t, prod, "0", "1", "first", codes(9))
+	mustPut(t, prod, "0", "1", "first", shmtest.CodeBytes(9))
 	s := newSweeper()
 	s.sweep(t, recv) // attach; offers "first"
-	mustPut(t, prod, "0", "1", "k", codes(1))
+	mustPut(t, prod, "0", "1", "k", shmtest.CodeBytes(1))
 	mustMiss(t, recv, "0", "1", "other", nil) // scans: the cursor passes k
 	s.wanted["k"] = true
-	if st := s.sweep(t, recv); !st.Moved || st.Claims != 1 || st.Frames != 1 || !slices.Equal(s.got["k"], codes(1)) {
+	if st := s.sweep(t, recv); !st.Moved || st.Claims != 1 || st.Frames != 1 || !slices.Equal(s.got["k"], shmtest.CodeBytes(1)) {
 		t.Fatalf("sweep after a Get scanned the frame: %+v", st)
 	}
 	if st := s.sweep(t, recv); st.Moved || st.Scans != 0 || st.Frames != 0 {
@@ -124,15 +124,15 @@ func TestSweepOffersFramesAGetScanned(t *testing.T) {
 // Get's receive, too, says who published what it returns.
 func TestReceiveNamesTheProducer(t *testing.T) {
 	_, prod, recv := pair(t, 1<<16)
-	d := mustPut(t, prod, "0", "1", "k", codes(1))
+	d := mustPut(t, prod, "0", "1", "k", shmtest.CodeBytes(1))
 	self, _ := proc.Self()
 	for _, desc := range []*descriptor.RingHandle{nil, &d} {
-		mustPut(t, prod, "0", "1", "k", codes(1))
+		mustPut(t, prod, "0", "1", "k", shmtest.CodeBytes(1))
 		if desc != nil {
-			d = mustPut(t, prod, "0", "1", "k", codes(2))
+			d = mustPut(t, prod, "0", "1", "k", shmtest.CodeBytes(2))
 		}
 		got, ok, err := recv.Receive("0", "1", "k", desc, decodeCopy)
-		if !ok || err != nil || got.Producer != self || got.Size != len(codes(1)) {
+		if !ok || err != nil || got.Producer != self || got.Size != len(shmtest.CodeBytes(1)) {
 			t.Fatalf("desc %v: %+v ok=%v err=%v", desc != nil, got, ok, err)
 		}
 	}
@@ -142,9 +142,9 @@ func TestReceiveNamesTheProducer(t *testing.T) {
 // swept once the lock is free.
 func TestSweepBusyRing(t *testing.T) {
 	_, prod, recv := pair(t, 1<<16)
-	mustPut(t, prod, "0", "1", "first", codes(9))
+	mustPut(t, prod, "0", "1", "first", shmtest.CodeBytes(9))
 	mustMiss(t, recv, "0", "1", "attach", nil)
-	d := mustPut(t, prod, "0", "1", "k", codes(1))
+	d := mustPut(t, prod, "0", "1", "k", shmtest.CodeBytes(1))
 	holder := shmtest.HoldLock(t, scope.Path(d.Name))
 	s := newSweeper("k")
 	if st := s.sweep(t, recv); !st.Busy || st.Claims != 0 {
@@ -162,7 +162,7 @@ func TestChangesOnNewAndDeadProducer(t *testing.T) {
 	sc, local, recv := pair(t, 4096)
 	// A ring of this process makes the ring directory, so the watcher
 	// follows it from the first miss on.
-	mustPut(t, local, "0", "1", "local", codes(1))
+	mustPut(t, local, "0", "1", "local", shmtest.CodeBytes(1))
 	mustMiss(t, recv, "0", "1", "attach", nil)
 	child := shmtest.Start(t, "producer", sc, "k", "11")
 	var d descriptor.RingHandle
@@ -203,7 +203,7 @@ func TestChangesOnNewAndDeadProducer(t *testing.T) {
 // costs nothing when nothing moved.
 func TestTakeReadyClaimsARun(t *testing.T) {
 	sc, prod, recv := pair(t, 1<<16)
-	mustPut(t, prod, "0", "1", "first", codes(9))
+	mustPut(t, prod, "0", "1", "first", shmtest.CodeBytes(9))
 	// A receiver that attached nothing yet: no discovery, no stat.
 	fresh := newTransport(t, sc, 1<<16)
 	if n, err := fresh.TakeReady("0", "1", []string{"first"}, decodeCopy, func(string, Taken, error) {}); n != 0 || err != nil || fresh.work() != (work{}) {
@@ -211,7 +211,7 @@ func TestTakeReadyClaimsARun(t *testing.T) {
 	}
 	mustMiss(t, recv, "0", "1", "attach", nil)
 	for _, i := range []int{0, 1, 2, 4} { // 3 missing: the run ends there
-		mustPut(t, prod, "0", "1", "c"+strconv.Itoa(i), codes(i))
+		mustPut(t, prod, "0", "1", "c"+strconv.Itoa(i), shmtest.CodeBytes(i))
 	}
 	keys := []string{"c0", "c1", "c2", "c3", "c4"}
 	// A run starts at a key the receiver's last scan indexed: none yet.
@@ -225,7 +225,7 @@ func TestTakeReadyClaimsARun(t *testing.T) {
 		var got []string
 		n, err := recv.TakeReady("0", "1", keys, decodeCopy, func(key string, tk Taken, err error) {
 			i, _ := strconv.Atoi(key[1:])
-			if err != nil || !slices.Equal(tk.Value.([]byte), codes(i)) {
+			if err != nil || !slices.Equal(tk.Value.([]byte), shmtest.CodeBytes(i)) {
 				t.Errorf("%s: %v", key, err)
 			}
 			got = append(got, key)
@@ -247,13 +247,13 @@ func TestTakeReadyClaimsARun(t *testing.T) {
 		t.Fatalf("nothing moved: took %q, work %+v -> %+v", got, before, recv.work())
 	}
 	keys = keys[3:]
-	mustPut(t, prod, "0", "1", "c3", codes(3))
+	mustPut(t, prod, "0", "1", "c3", shmtest.CodeBytes(3))
 	mustMiss(t, recv, "0", "1", "scan", nil)
 	if got := take(); !slices.Equal(got, []string{"c3", "c4"}) {
 		t.Fatalf("after the gap was filled: took %q", got)
 	}
 	mustMiss(t, recv, "0", "1", "c4", nil)
-	if got := mustGet(t, recv, "0", "1", "first", nil); !slices.Equal(got, codes(9)) {
+	if got := mustGet(t, recv, "0", "1", "first", nil); !slices.Equal(got, shmtest.CodeBytes(9)) {
 		t.Fatal("a key not asked for was taken")
 	}
 }

@@ -2,7 +2,6 @@ package ring
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -87,14 +86,6 @@ func pair(t testing.TB, capacity int) (sc string, producer, receiver *Transport)
 	return sc, newTransport(t, sc, capacity), newTransport(t, sc, capacity)
 }
 
-func codes(i int) []byte {
-	b := make([]byte, 56*8)
-	for j := range 56 {
-		binary.LittleEndian.PutUint64(b[j*8:], uint64(i*100+j))
-	}
-	return b
-}
-
 func TestNewRejectsCapacity(t *testing.T) {
 	for _, c := range []struct {
 		capacity int
@@ -125,11 +116,11 @@ func TestWraparoundKeepsValues(t *testing.T) {
 	var last uint64
 	var descs []descriptor.RingHandle
 	for i := range 100 {
-		d := mustPut(t, p, "0", "1", fmt.Sprintf("wrap%d", i), codes(i))
+		d := mustPut(t, p, "0", "1", fmt.Sprintf("wrap%d", i), shmtest.CodeBytes(i))
 		if i > 0 && d.Position <= last {
 			t.Fatalf("position %d after %d", d.Position, last)
 		}
-		if i > 0 && d.Position-last > uint64(len(codes(i))+64) && d.Position%4096 != 0 {
+		if i > 0 && d.Position-last > uint64(len(shmtest.CodeBytes(i))+64) && d.Position%4096 != 0 {
 			t.Fatalf("frame %d at %d, %d after the last: a skip that is no wrap", i, d.Position, d.Position-last)
 		}
 		last = d.Position
@@ -141,7 +132,7 @@ func TestWraparoundKeepsValues(t *testing.T) {
 		if i%2 == 0 {
 			desc = &descs[i-1]
 		}
-		if got := mustGet(t, r, "0", "1", fmt.Sprintf("wrap%d", i-1), desc); !bytes.Equal(got, codes(i-1)) {
+		if got := mustGet(t, r, "0", "1", fmt.Sprintf("wrap%d", i-1), desc); !bytes.Equal(got, shmtest.CodeBytes(i-1)) {
 			t.Fatalf("wrap%d: wrong value", i-1)
 		}
 	}
@@ -156,23 +147,23 @@ func TestWraparoundKeepsValues(t *testing.T) {
 func TestEmptyRingRewinds(t *testing.T) {
 	const capacity = 4096
 	_, p, r := pair(t, capacity)
-	first := mustPut(t, p, "0", "1", "rw0", codes(0))
+	first := mustPut(t, p, "0", "1", "rw0", shmtest.CodeBytes(0))
 	mustGet(t, r, "0", "1", "rw0", &first)
-	d := mustPut(t, p, "0", "1", "rw1", codes(1))
+	d := mustPut(t, p, "0", "1", "rw1", shmtest.CodeBytes(1))
 	if d.Position != capacity {
 		t.Fatalf("put into the empty ring at %d, want %d (the buffer's start)", d.Position, capacity)
 	}
-	total := frameTotal(3, len(codes(1)))
+	total := frameTotal(3, len(shmtest.CodeBytes(1)))
 	m := p.producers[edgeKey{"0", "1"}].m
 	if head, tail := m.head(), m.tail(); head != capacity+total || tail != capacity {
 		t.Fatalf("head %d, tail %d: want %d, %d (the padding reclaimed)", head, tail, capacity+total, capacity)
 	}
-	next := mustPut(t, p, "0", "1", "rw2", codes(2)) // rw1 still ready
+	next := mustPut(t, p, "0", "1", "rw2", shmtest.CodeBytes(2)) // rw1 still ready
 	if next.Position != d.Position+total {
 		t.Fatalf("put beside a ready frame at %d, want right after it", next.Position)
 	}
 	for i, desc := range []descriptor.RingHandle{d, next} {
-		if got := mustGet(t, r, "0", "1", fmt.Sprintf("rw%d", i+1), &desc); !bytes.Equal(got, codes(i+1)) {
+		if got := mustGet(t, r, "0", "1", fmt.Sprintf("rw%d", i+1), &desc); !bytes.Equal(got, shmtest.CodeBytes(i+1)) {
 			t.Fatalf("rw%d: wrong value", i+1)
 		}
 	}
@@ -182,7 +173,7 @@ func TestFullRingFallsBackAndRecovers(t *testing.T) {
 	_, p, r := pair(t, 4096)
 	var refused []int
 	for i := range 12 {
-		_, ok, err := putBytes(p, "0", "1", fmt.Sprintf("full%d", i), codes(i))
+		_, ok, err := putBytes(p, "0", "1", fmt.Sprintf("full%d", i), shmtest.CodeBytes(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +190,7 @@ func TestFullRingFallsBackAndRecovers(t *testing.T) {
 			t.Fatalf("full%d: ok=%v err=%v (refused from %d)", i, ok, err, refused[0])
 		}
 	}
-	mustPut(t, p, "0", "1", "recovered", codes(1))
+	mustPut(t, p, "0", "1", "recovered", shmtest.CodeBytes(1))
 	mustGet(t, r, "0", "1", "recovered", nil)
 }
 
@@ -247,18 +238,18 @@ func TestReplaceRetiresOldAndStaleDescriptorMisses(t *testing.T) {
 	mustMiss(t, r, "0", "1", "reuse", nil)
 	// An old descriptor never reads a newer publication of its key, even
 	// when wraparound puts the new frame at the same offset.
-	first := mustPut(t, p, "0", "1", "stale", codes(1))
+	first := mustPut(t, p, "0", "1", "stale", shmtest.CodeBytes(1))
 	mustGet(t, r, "0", "1", "stale", &first)
 	for i := range 20 {
-		mustPut(t, p, "0", "1", fmt.Sprintf("filler%d", i), codes(i))
+		mustPut(t, p, "0", "1", fmt.Sprintf("filler%d", i), shmtest.CodeBytes(i))
 		mustGet(t, r, "0", "1", fmt.Sprintf("filler%d", i), nil)
 	}
-	again := mustPut(t, p, "0", "1", "stale", codes(2))
+	again := mustPut(t, p, "0", "1", "stale", shmtest.CodeBytes(2))
 	if again.Position <= first.Position {
 		t.Fatalf("positions not monotonic: %d then %d", first.Position, again.Position)
 	}
 	mustMiss(t, r, "0", "1", "stale", &first)
-	if got := mustGet(t, r, "0", "1", "stale", &again); !bytes.Equal(got, codes(2)) {
+	if got := mustGet(t, r, "0", "1", "stale", &again); !bytes.Equal(got, shmtest.CodeBytes(2)) {
 		t.Fatal("wrong value")
 	}
 }
@@ -295,7 +286,7 @@ func TestCancelAndExactPrefix(t *testing.T) {
 	mustGet(t, r, "0", "1", "request_0_0", nil)
 	mustMiss(t, r, "0", "1", "123", nil)
 	mustGet(t, r, "0", "1", "12a", nil)
-	mustPut(t, p, "0", "1", "next", codes(0))
+	mustPut(t, p, "0", "1", "next", shmtest.CodeBytes(0))
 }
 
 func TestEmptyPollNeitherScansNorLocks(t *testing.T) {
@@ -494,7 +485,7 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 	sc := shmtest.Scope(t)
 	p := newTransport(t, sc, 4096)
 	key := "shared"
-	d := mustPut(t, p, "0", "1", key, codes(7))
+	d := mustPut(t, p, "0", "1", key, shmtest.CodeBytes(7))
 	children := []*shmtest.Proc{shmtest.Start(t, "receiver", sc, key), shmtest.Start(t, "receiver", sc, key)}
 	for _, c := range children {
 		c.Expect(t, wait, "ready")
@@ -519,7 +510,7 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 	for _, c := range children {
 		for {
 			l := c.Line(t, wait)
-			if l == fmt.Sprintf("got %x", codes(7)) {
+			if l == fmt.Sprintf("got %x", shmtest.CodeBytes(7)) {
 				continue
 			}
 			var n int
@@ -543,7 +534,7 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 
 func TestPutDoesNotAllocate(t *testing.T) {
 	_, p, _ := pair(t, 4096)
-	payload := codes(3)
+	payload := shmtest.CodeBytes(3)
 	write := func(dst []byte) error { copy(dst, payload); return nil }
 	mustPut(t, p, "0", "1", "same", payload)
 	// Re-publishing retires the previous frame, so the ring never fills.
@@ -670,7 +661,7 @@ func TestDeclinedFrameStaysReady(t *testing.T) {
 	decline := func(Kind, []byte) (any, error) { return nil, fmt.Errorf("no room: %w", ErrDeclined) }
 	for _, byDesc := range []bool{false, true} {
 		key := fmt.Sprintf("declined%v", byDesc)
-		d := mustPut(t, p, "0", "1", key, codes(1))
+		d := mustPut(t, p, "0", "1", key, shmtest.CodeBytes(1))
 		var desc *descriptor.RingHandle
 		if byDesc {
 			desc = &d
@@ -680,7 +671,7 @@ func TestDeclinedFrameStaysReady(t *testing.T) {
 				t.Fatalf("declined receive: ok=%v %v", ok, err)
 			}
 		}
-		if got := mustGet(t, r, "0", "1", key, desc); !bytes.Equal(got, codes(1)) {
+		if got := mustGet(t, r, "0", "1", key, desc); !bytes.Equal(got, shmtest.CodeBytes(1)) {
 			t.Fatalf("%s: wrong value after declines", key)
 		}
 	}

@@ -9,6 +9,7 @@ package shmtest
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -281,4 +282,14 @@ func Map[T, U any](s []T, f func(T) U) []U {
 		out = append(out, f(x))
 	}
 	return out
+}
+
+// CodeBytes is the raw payload the ring and interop tests move as message
+// i: 56 little-endian int64 codes, i*100 + j for code j.
+func CodeBytes(i int) []byte {
+	b := make([]byte, 56*8)
+	for j := range 56 {
+		binary.LittleEndian.PutUint64(b[j*8:], uint64(i*100+j))
+	}
+	return b
 }
