@@ -329,7 +329,8 @@ func (d *run) execute(ctx context.Context, res *Result) error {
 	res.Received, res.Completed = done.Chunks, done.Requests
 	res.P50, res.P99, res.Max = time.Duration(done.P50NS), time.Duration(done.P99NS), time.Duration(done.MaxNS)
 	for i, c := range d.stages {
-		res.Stages[i] = Stage{PID: c.Pid(), Health: *d.health[i].Health, Reclaimed: d.health[i].Reclaimed, Received: d.health[i].Received}
+		res.Stages[i] = Stage{PID: c.Pid(), Health: *d.health[i].Health, Reclaimed: d.health[i].Reclaimed, Received: d.health[i].Received,
+			CPU: time.Duration(d.health[i].CPUNS)}
 	}
 	return res.check()
 }

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +28,8 @@ import (
 	"omnishm/proc"
 	"omnishm/stream"
 	"omnishm/tensor"
+
+	"golang.org/x/sys/unix"
 )
 
 // A stage is this executable again, in role stageRole, with its JSON
@@ -40,6 +43,12 @@ func init() { reexec.Register(stageRole, runStage) }
 // crashEnv, for tests, names a stage that kills itself with SIGKILL once
 // the pipeline starts, to check that the others are stopped.
 const crashEnv = "OMNISHM_DEMO_CRASH"
+
+// ProfileEnv, when set to a path prefix, has every stage write a CPU
+// profile of its run (from "go" to its last chunk) to
+// {prefix}.stage{N}.pprof, for `go tool pprof`: where each stage's CPU
+// per chunk goes.
+const ProfileEnv = "OMNISHM_DEMO_CPUPROFILE"
 
 // stageConfig is what the parent tells a stage.
 type stageConfig struct {
@@ -71,6 +80,7 @@ type event struct {
 	Health      *connector.Health `json:"health,omitempty"`
 	Reclaimed   int               `json:"reclaimed,omitempty"` // health: undrained chunks released
 	Received    *uint64           `json:"received,omitempty"`  // health: payload bytes claimed, where the connector counts them
+	CPUNS       int64             `json:"cpu_ns,omitempty"`    // health: the stage's CPU time from "go" to "close"
 	Error       string            `json:"error,omitempty"`
 }
 
@@ -80,8 +90,9 @@ type stageProcess struct {
 	cfg      stageConfig
 	requests []string
 	conn     connector.Receiver
-	control  chan string  // lines from the parent; closed when stdin ends
-	wavs     []*wavWriter // stage 2: one per request, opened before "ready"
+	control  chan string   // lines from the parent; closed when stdin ends
+	wavs     []*wavWriter  // stage 2: one per request, opened before "ready"
+	cpu      time.Duration // CPU time from "go" to "close"
 }
 
 func (p *stageProcess) say(e event) {
@@ -217,7 +228,7 @@ func (p *stageProcess) run(ctx context.Context) error {
 	if err := conn.Close(); err != nil {
 		return err
 	}
-	p.say(event{Event: "health", Health: &h, Reclaimed: reclaimed, Received: received})
+	p.say(event{Event: "health", Health: &h, Reclaimed: reclaimed, Received: received, CPUNS: int64(p.cpu)})
 	return nil
 }
 
@@ -242,10 +253,54 @@ func (p *stageProcess) stream(ctx context.Context, sender *stream.Sender, up pro
 		self.Kill()
 		select {} // the signal is on its way
 	}
-	if err := p.pipeline(ctx, sender, up, p.requests, p.cfg.Chunks, true); err != nil {
+	stop, err := startProfile(p.cfg.Stage)
+	if err != nil {
 		return err
 	}
-	return p.await(ctx, "close")
+	cpu := cpuTime()
+	err = p.pipeline(ctx, sender, up, p.requests, p.cfg.Chunks, true)
+	if serr := stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	// Until "close": a stage's Sender may still put its last chunks after
+	// pipeline returns, and idle waiting costs next to nothing.
+	err = p.await(ctx, "close")
+	p.cpu = cpuTime() - cpu
+	return err
+}
+
+// startProfile starts stage's CPU profile when ProfileEnv asks for one;
+// stop ends it and closes the file.
+func startProfile(stage int) (stop func() error, err error) {
+	prefix := os.Getenv(ProfileEnv)
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s.stage%d.pprof", prefix, stage))
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// cpuTime is this process's user and system CPU time so far, every
+// thread (0 if the kernel will not say).
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // pipeline streams chunks chunks of each of requests through this stage;
