@@ -28,6 +28,13 @@ type SenderOptions struct {
 	// AbortOnClose makes Close drop the chunks not yet put instead of putting
 	// them first. Queued releases run either way.
 	AbortOnClose bool
+	// Recycle, when set, is called on the Sender's goroutine with every
+	// payload given to Send or Finish once the Sender is done with it (its
+	// chunk was put, or dropped): from then on the payload and its tensors
+	// are the caller's again, so a producer can reuse their memory for a
+	// later chunk instead of allocating one per chunk. It must not block:
+	// the next put waits for it.
+	Recycle func(payload map[string]any)
 }
 
 // Sender puts the chunk streams of many requests on one edge (from, to).
@@ -71,6 +78,7 @@ type op struct {
 	request string
 	n       int            // the chunk's index in its request
 	chunk   map[string]any // nil for a release or a flush
+	payload map[string]any // what the caller sent: SenderOptions.Recycle's
 	prefix  string         // a release's CleanupPrefix argument
 	release chan int
 	flushed chan struct{} // a flush: closed once every op before it is done
@@ -169,7 +177,7 @@ func (s *Sender) enqueue(ctx context.Context, request string, payload map[string
 	if last {
 		s.finished[request] = true
 	}
-	s.queue = append(s.queue, op{request: request, n: n, chunk: chunk})
+	s.queue = append(s.queue, op{request: request, n: n, chunk: chunk, payload: payload})
 	s.mu.Unlock()
 	s.nudge()
 	return nil
@@ -304,6 +312,9 @@ func (s *Sender) run() {
 		} else {
 			s.puts.Add(1)
 			s.note(o.request, o.n, d)
+		}
+		if s.opts.Recycle != nil {
+			s.opts.Recycle(o.payload)
 		}
 		<-s.slots
 	}
