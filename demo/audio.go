@@ -79,17 +79,25 @@ func synthesizeInto(dst []float32, codes []int64, n int) []float32 {
 }
 
 // pcm16 appends x as 16-bit little-endian PCM, clamped to [-1, 1] and
-// rounded half away from zero (as math.Round, which costs more: x·32767
-// is exact in a float64, so adding ±0.5 and truncating rounds the same;
-// Copysign picks the sign without a branch, which a waveform's signs
-// would mispredict half the time).
+// rounded half away from zero (as math.Round). x·32767 is exact in a
+// float64, and it lies halfway between two integers only for x = ±0.5
+// (32767 is odd), where rounding half to even gives the same ±16384: so
+// adding 1.5·2⁵² and taking the low bits of the sum, which rounds half to
+// even in one addition, rounds as math.Round does, without its cost (the
+// conversion was a fifth of stage 2's CPU).
 func pcm16(dst []byte, x []float32) []byte {
+	const roundBias = 1.5 * (1 << 52) // the sum's low mantissa bits are the rounded integer
 	at := len(dst)
 	dst = slices.Grow(dst, 2*len(x))[:at+2*len(x)]
 	out := dst[at:]
 	for i, v := range x {
-		f := float64(max(-1, min(1, v))) * math.MaxInt16
-		binary.LittleEndian.PutUint16(out[2*i:], uint16(int16(f+math.Copysign(0.5, f))))
+		f := float64(v) * math.MaxInt16
+		if f > math.MaxInt16 {
+			f = math.MaxInt16
+		} else if f < -math.MaxInt16 {
+			f = -math.MaxInt16
+		}
+		binary.LittleEndian.PutUint16(out[2*i:2*i+2], uint16(math.Float64bits(f+roundBias)))
 	}
 	return dst
 }
