@@ -3,7 +3,6 @@
 package demo
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -140,12 +139,13 @@ func wavSamples(b []byte) (int, error) {
 }
 
 // wavWriter streams 16-bit PCM to a file and writes the header last, when
-// the sample count is known.
+// the sample count is known. It converts each chunk's samples straight
+// into its write buffer (no copy from a PCM buffer into a bufio.Writer's),
+// and writes the buffer out when it is full.
 type wavWriter struct {
 	f     *os.File
-	w     *bufio.Writer
-	bytes int
-	buf   []byte
+	bytes int    // PCM bytes written so far
+	buf   []byte // PCM not yet written; its capacity is the write size
 }
 
 // wavBuffers bounds the write buffers of a run's WAV files together: each
@@ -153,29 +153,42 @@ type wavWriter struct {
 // at 4 KiB nearly every chunk was a write system call).
 const wavBuffers = 8 << 20
 
-// newWAVWriter creates the file at path, for one of requests files.
+// newWAVWriter creates the file at path, for one of requests files. Its
+// buffer's pages are touched here, at setup: not faulted in by the first
+// chunks.
 func newWAVWriter(path string, requests int) (*wavWriter, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	w := &wavWriter{f: f, w: bufio.NewWriterSize(f, min(64<<10, max(4<<10, wavBuffers/max(1, requests))))}
-	if _, err := w.w.Write(make([]byte, wavHeaderSize)); err != nil {
-		w.abort()
-		return nil, err
+	size := min(64<<10, max(4<<10, wavBuffers/max(1, requests)))
+	w := &wavWriter{f: f, buf: make([]byte, size)}
+	for i := range w.buf {
+		w.buf[i] = 0 // the pages, faulted in before the clock starts
 	}
+	w.buf = w.buf[:wavHeaderSize] // zeros where the header goes at the end
 	return w, nil
 }
 
 func (w *wavWriter) write(x []float32) error {
-	w.buf = pcm16(w.buf[:0], x)
-	w.bytes += len(w.buf)
-	_, err := w.w.Write(w.buf)
+	if len(w.buf)+2*len(x) > cap(w.buf) {
+		if err := w.flush(); err != nil {
+			return err
+		}
+	}
+	w.buf = pcm16(w.buf, x) // grows the buffer only for a chunk larger than it
+	w.bytes += 2 * len(x)
+	return nil
+}
+
+func (w *wavWriter) flush() error {
+	_, err := w.f.Write(w.buf)
+	w.buf = w.buf[:0]
 	return err
 }
 
 func (w *wavWriter) finish() error {
-	err := w.w.Flush()
+	err := w.flush()
 	if err == nil {
 		_, err = w.f.WriteAt(wavHeader(w.bytes), 0)
 	}
