@@ -34,7 +34,8 @@ func chunkCodes(r, n int) []int64 {
 // tones are the 48-semitone scale synthesize plays (110 Hz to ~1.7 kHz):
 // per pitch, its frequency and the sine and cosine of k phase steps for
 // each sample k of a tone, computed once rather than per code of every
-// chunk.
+// chunk, and scaled by the amplitude, 0.25 (a power of two: the samples
+// are the same bits as scaling each sum).
 var tones = func() (t [48]struct {
 	freq float64
 	step [samplesPerCode]struct{ sin, cos float64 }
@@ -42,11 +43,14 @@ var tones = func() (t [48]struct {
 	for i := range t {
 		t[i].freq = 110 * math.Pow(2, float64(i)/12)
 		for k := range t[i].step {
-			t[i].step[k].sin, t[i].step[k].cos = math.Sincos(2 * math.Pi * t[i].freq * float64(k) / sampleRate)
+			sin, cos := math.Sincos(2 * math.Pi * t[i].freq * float64(k) / sampleRate)
+			t[i].step[k].sin, t[i].step[k].cos = amplitude*sin, amplitude*cos
 		}
 	}
 	return t
 }()
+
+const amplitude = 0.25
 
 // synthesize turns chunk n's codes into float32 samples: each code is a
 // 64-sample tone whose pitch comes from the code. The phase follows the
@@ -68,10 +72,10 @@ func synthesizeInto(dst []float32, codes []int64, n int) []float32 {
 		// other (a rotation sample by sample did, and a Sin per sample
 		// was a third of the demo's CPU).
 		sin, cos := math.Sincos(2 * math.Pi * tone.freq * float64(first) / sampleRate)
-		tone64 := out[i*samplesPerCode : (i+1)*samplesPerCode]
+		tone64 := (*[samplesPerCode]float32)(out[i*samplesPerCode:]) // sized as tone.step: no bounds checks
 		for k := range tone64 {
 			st := &tone.step[k]
-			tone64[k] = float32(0.25 * (sin*st.cos + cos*st.sin))
+			tone64[k] = float32(sin*st.cos + cos*st.sin)
 		}
 	}
 	return out
