@@ -140,14 +140,20 @@ func (s *Sender) Finish(ctx context.Context, request string, payload map[string]
 }
 
 func (s *Sender) enqueue(ctx context.Context, request string, payload map[string]any, last bool) error {
-	if err := checkRequest(request, s.from); err != nil {
-		return err
-	}
-	chunk, err := newChunk(payload, last)
+	s.mu.Lock()
+	_, live := s.next[request] // its id was checked when its first chunk came
+	err := s.checkLocked(request)
+	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := s.check(request); err != nil {
+	if !live {
+		if err := checkRequest(request, s.from); err != nil {
+			return err
+		}
+	}
+	chunk, err := newChunk(payload, last)
+	if err != nil {
 		return err
 	}
 	// Take a slot before the index, so a Send that gives up uses no index.
@@ -181,12 +187,6 @@ func (s *Sender) enqueue(ctx context.Context, request string, payload map[string
 	s.mu.Unlock()
 	s.nudge()
 	return nil
-}
-
-func (s *Sender) check(request string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.checkLocked(request)
 }
 
 func (s *Sender) checkLocked(request string) error {
