@@ -23,8 +23,11 @@ const (
 )
 
 // chunkCodes are the deterministic codes of chunk n of request r.
-func chunkCodes(r, n int) []int64 {
-	codes := make([]int64, codesPerChunk)
+func chunkCodes(r, n int) []int64 { return chunkCodesInto(make([]int64, codesPerChunk), r, n) }
+
+// chunkCodesInto is chunkCodes into codes, which it returns: the stages
+// write each chunk's codes into memory they reuse.
+func chunkCodesInto(codes []int64, r, n int) []int64 {
 	for i := range codes {
 		codes[i] = int64((r*7919 + n*131 + i*17 + (n*i)%13) % codebookSize)
 	}

@@ -95,8 +95,8 @@ type stageProcess struct {
 	control  chan string   // lines from the parent; closed when stdin ends
 	wavs     []*wavWriter  // stage 2: one per request, opened before "ready"
 	cpu      time.Duration // CPU time from "go" to "close"
-	// spare are stage 1's audio payloads its Sender has put and handed
-	// back (SenderOptions.Recycle), for later chunks to reuse.
+	// spare are payloads its Sender has put and handed back
+	// (SenderOptions.Recycle), for later chunks to reuse.
 	spare sync.Pool
 }
 
@@ -208,10 +208,7 @@ func (p *stageProcess) run(ctx context.Context) error {
 	var sender *stream.Sender
 	if p.cfg.Stage < 2 {
 		from, to := strconv.Itoa(p.cfg.Stage), strconv.Itoa(p.cfg.Stage+1)
-		var opts stream.SenderOptions
-		if p.cfg.Stage == 1 {
-			opts.Recycle = func(payload map[string]any) { p.spare.Put(payload) }
-		}
+		opts := stream.SenderOptions{Recycle: func(payload map[string]any) { p.spare.Put(payload) }}
 		if sender, err = stream.NewSender(p.conn, from, to, opts); err != nil {
 			return err
 		}
@@ -402,14 +399,17 @@ func (p *stageProcess) produce(ctx context.Context, s *stream.Sender, requests [
 			}
 		}
 		for r, req := range requests {
-			codes, err := tensor.FromSlice(chunkCodes(r, n), 1, codesPerChunk)
+			chunk, err := p.payload(newCodesPayload)
 			if err != nil {
 				return err
 			}
-			chunk := map[string]any{
-				"codes": map[string]any{"audio": codes},
-				"demo":  map[string]any{"seq": n, "t0_ns": int64(hostclock.Now())},
+			codes, err := tensor.Values[int64](chunk["codes"].(map[string]any)["audio"].(*tensor.Tensor))
+			if err != nil {
+				return err
 			}
+			chunkCodesInto(codes, r, n)
+			stamp := chunk["demo"].(map[string]any)
+			stamp["seq"], stamp["t0_ns"] = n, int64(hostclock.Now())
 			send := s.Send
 			if n == chunks-1 {
 				send = s.Finish
@@ -436,7 +436,7 @@ func (p *stageProcess) relay(ctx context.Context, s *stream.Sender, up proc.ID, 
 			if err != nil {
 				return fmt.Errorf("%s: %w", stream.Key(req, "0", n), err)
 			}
-			out, err := p.audioPayload()
+			out, err := p.payload(newAudioPayload)
 			if err != nil {
 				return err
 			}
@@ -456,14 +456,30 @@ func (p *stageProcess) relay(ctx context.Context, s *stream.Sender, up proc.ID, 
 	})
 }
 
-// audioPayload is a payload for stage 1 to send, {"audio": [1, 1792]
-// float32, "demo": ...}: one its Sender has handed back, or a new one. The
-// samples stay in memory the next chunk overwrites, not a fresh 7 KiB (and
-// its garbage) per chunk.
-func (p *stageProcess) audioPayload() (map[string]any, error) {
+// payload is a payload for the stage to send: one its Sender has handed
+// back (SenderOptions.Recycle), else a new one. Each chunk's data then goes
+// into memory the next chunk overwrites, not fresh memory (and garbage)
+// per chunk: 7 KiB of samples for stage 1.
+func (p *stageProcess) payload(build func() (map[string]any, error)) (map[string]any, error) {
 	if out, ok := p.spare.Get().(map[string]any); ok {
 		return out, nil
 	}
+	return build()
+}
+
+// newCodesPayload is stage 0's payload: {"codes": {"audio": [1, 28]
+// int64}, "demo": {"seq": n, "t0_ns": its send time}}.
+func newCodesPayload() (map[string]any, error) {
+	codes, err := tensor.FromSlice(make([]int64, codesPerChunk), 1, codesPerChunk)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"codes": map[string]any{"audio": codes}, "demo": map[string]any{}}, nil
+}
+
+// newAudioPayload is stage 1's: {"audio": [1, 1792] float32, "demo": stage
+// 0's stamps}.
+func newAudioPayload() (map[string]any, error) {
 	audio, err := tensor.FromSlice(make([]float32, samplesPerChunk), 1, samplesPerChunk)
 	if err != nil {
 		return nil, err
@@ -504,10 +520,10 @@ func (p *stageProcess) collect(ctx context.Context, up proc.ID, requests []strin
 			w = p.wavs[r]
 		}
 		// The samples chunk n must carry, recomputed in place chunk after
-		// chunk, and their bytes: the check compares bits (a vectorised
+		// chunk (as its codes are), and their bytes: the check compares bits (a vectorised
 		// memory compare; slices.Equal's float compare sample by sample
 		// was a tenth of the stage's CPU).
-		want := make([]float32, samplesPerChunk)
+		want, codes := make([]float32, samplesPerChunk), make([]int64, codesPerChunk)
 		wantBytes, err := tensor.FromSlice(want)
 		if err != nil {
 			return err
@@ -528,7 +544,7 @@ func (p *stageProcess) collect(ctx context.Context, up proc.ID, requests []strin
 			if err != nil {
 				return fmt.Errorf("%s: %w", key(), err)
 			}
-			if synthesizeInto(want, chunkCodes(r, n), n); !bytes.Equal(got.Data, wantBytes.Data) {
+			if synthesizeInto(want, chunkCodesInto(codes, r, n), n); !bytes.Equal(got.Data, wantBytes.Data) {
 				return fmt.Errorf("%s: samples differ from the codes stage 0 sent", key())
 			}
 			if w != nil {
