@@ -96,8 +96,12 @@ type stageProcess struct {
 	wavs     []*wavWriter  // stage 2: one per request, opened before "ready"
 	cpu      time.Duration // CPU time from "go" to "close"
 	// spare are payloads its Sender has put and handed back
-	// (SenderOptions.Recycle), for later chunks to reuse.
-	spare sync.Pool
+	// (SenderOptions.Recycle), for later chunks to reuse. A plain list,
+	// not a sync.Pool, which a GC empties: the payloads' memory is then
+	// allocated, and faulted in, again. At most the Sender's queue and
+	// the stage's senders hold payloads, so it stays bounded.
+	spareMu sync.Mutex
+	spare   []map[string]any
 }
 
 func (p *stageProcess) say(e event) {
@@ -208,7 +212,11 @@ func (p *stageProcess) run(ctx context.Context) error {
 	var sender *stream.Sender
 	if p.cfg.Stage < 2 {
 		from, to := strconv.Itoa(p.cfg.Stage), strconv.Itoa(p.cfg.Stage+1)
-		opts := stream.SenderOptions{Recycle: func(payload map[string]any) { p.spare.Put(payload) }}
+		opts := stream.SenderOptions{Recycle: func(payload map[string]any) {
+			p.spareMu.Lock()
+			p.spare = append(p.spare, payload)
+			p.spareMu.Unlock()
+		}}
 		if sender, err = stream.NewSender(p.conn, from, to, opts); err != nil {
 			return err
 		}
@@ -461,9 +469,15 @@ func (p *stageProcess) relay(ctx context.Context, s *stream.Sender, up proc.ID, 
 // into memory the next chunk overwrites, not fresh memory (and garbage)
 // per chunk: 7 KiB of samples for stage 1.
 func (p *stageProcess) payload(build func() (map[string]any, error)) (map[string]any, error) {
-	if out, ok := p.spare.Get().(map[string]any); ok {
+	p.spareMu.Lock()
+	if n := len(p.spare); n > 0 {
+		out := p.spare[n-1]
+		p.spare[n-1] = nil
+		p.spare = p.spare[:n-1]
+		p.spareMu.Unlock()
 		return out, nil
 	}
+	p.spareMu.Unlock()
 	return build()
 }
 
