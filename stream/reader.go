@@ -327,16 +327,10 @@ func (r *Reader) follow(id proc.ID) {
 	r.producer = watchExit(id)
 }
 
-// watched are the processes whose exit ends the stream.
-func (r *Reader) watched() []*exitWatch {
-	var ws []*exitWatch
-	for _, w := range []*exitWatch{r.sender, r.producer} {
-		if w != nil {
-			ws = append(ws, w)
-		}
-	}
-	return ws
-}
+// watched are the processes whose exit ends the stream: the sender and
+// the producer, each nil when not watched (an array: no allocation per
+// wait).
+func (r *Reader) watched() [2]*exitWatch { return [2]*exitWatch{r.sender, r.producer} }
 
 // wait tries to claim key until the progress deadline, less if a watched
 // producer exits meanwhile (or, without pidfds, up to one CheckInterval).
@@ -347,7 +341,7 @@ func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (
 	if r.recv != nil {
 		sub := r.waitContext(ctx)
 		for _, w := range r.watched() {
-			if w.exited == nil {
+			if w != nil && w.exited == nil {
 				// No pidfd to wait on: look at its start time now and then.
 				var stop context.CancelFunc
 				sub, stop = context.WithTimeout(sub, r.opts.CheckInterval)
@@ -372,7 +366,7 @@ func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (
 	// nil channels, never ready, for what is not watched
 	var exited [2]<-chan struct{}
 	for i, w := range r.watched() {
-		if w.exited != nil {
+		if w != nil && w.exited != nil {
 			exited[i] = w.exited.Done()
 		}
 	}
@@ -396,7 +390,7 @@ func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (
 // (senderGone) and waits again, in a new one.
 func (r *Reader) waitContext(ctx context.Context) context.Context {
 	w := &r.waiting
-	watched := [2]*exitWatch{r.sender, r.producer}
+	watched := r.watched()
 	if w.ctx != nil && w.parent != nil && w.parent == ctx && w.watched == watched && w.ctx.Err() == nil {
 		return w.ctx
 	}
