@@ -220,6 +220,9 @@ func (p *stageProcess) run(ctx context.Context) error {
 		if sender, err = stream.NewSender(p.conn, from, to, opts); err != nil {
 			return err
 		}
+		if err := p.spares(); err != nil {
+			return err
+		}
 	}
 	err = p.stream(ctx, sender, up)
 	reclaimed := 0
@@ -479,6 +482,28 @@ func (p *stageProcess) payload(build func() (map[string]any, error)) (map[string
 	}
 	p.spareMu.Unlock()
 	return build()
+}
+
+// spares makes, at setup, the payloads a run keeps in flight at most (the
+// Sender's queue and a chunk being made per request, up to twice the
+// queue): their memory is allocated and faulted in before the clock
+// starts, not by the first chunks. More are made as needed.
+func (p *stageProcess) spares() error {
+	build := newCodesPayload
+	if p.cfg.Stage == 1 {
+		build = newAudioPayload
+	}
+	for range min(stream.DefaultQueueLimit+len(p.requests), 2*stream.DefaultQueueLimit) {
+		out, err := build()
+		if err != nil {
+			return err
+		}
+		if audio, ok := out["audio"].(*tensor.Tensor); ok {
+			clear(audio.Data) // writes: fresh heap memory is not zeroed, nor faulted in, by make
+		}
+		p.spare = append(p.spare, out)
+	}
+	return nil
 }
 
 // newCodesPayload is stage 0's payload: {"codes": {"audio": [1, 28]
