@@ -15,7 +15,9 @@
 // health, error), and fails when a chunk was lost, duplicated or reclaimed
 // undelivered, or when the run left anything in /dev/shm. No stage
 // outlives it: they die with the parent (death signal, closed stdin), and
-// Run stops them all when one fails or ctx ends.
+// Run stops them all when one fails or ctx ends. Each stage reports its
+// CPU time (Stage.CPU); with ProfileEnv set, each also writes a CPU profile
+// of its run.
 //
 // It builds on Linux only (build tag linux), as it needs the shared-memory connector.
 package demo
