@@ -108,6 +108,7 @@ func (w *waitScope) drop() {
 		stop()
 	}
 	w.cancel()
+	clear(w.stops)
 	*w = waitScope{stops: w.stops[:0]}
 }
 
