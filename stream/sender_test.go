@@ -236,25 +236,6 @@ func TestCloseModes(t *testing.T) {
 	}
 }
 
-func TestPutErrorReported(t *testing.T) {
-	m := newMem()
-	m.putErr = errBoom
-	s := mustSender(t, m, SenderOptions{})
-	if err := s.Send(context.Background(), "r", nil); err != nil {
-		t.Fatal(err)
-	}
-	shmtest.Eventually(t, 10*time.Second, "the put error", func() bool { return s.Err() != nil })
-	if !errors.Is(s.Err(), errBoom) || s.Err().Error() != `stream: request "r" chunk 0: boom` {
-		t.Fatalf("Err = %v", s.Err())
-	}
-	if err := s.Send(context.Background(), "r", nil); !errors.Is(err, errBoom) {
-		t.Fatalf("next send: %v", err)
-	}
-	if err := s.Close(); !errors.Is(err, errBoom) {
-		t.Fatalf("close: %v", err)
-	}
-}
-
 // TestRecycle: SenderOptions.Recycle hands back every payload enqueued,
 // once and in order, the very map the caller sent, after its chunk was
 // put, or when a put error dropped it.
@@ -294,6 +275,25 @@ func TestRecycle(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestPutErrorReported(t *testing.T) {
+	m := newMem()
+	m.putErr = errBoom
+	s := mustSender(t, m, SenderOptions{})
+	if err := s.Send(context.Background(), "r", nil); err != nil {
+		t.Fatal(err)
+	}
+	shmtest.Eventually(t, 10*time.Second, "the put error", func() bool { return s.Err() != nil })
+	if !errors.Is(s.Err(), errBoom) || s.Err().Error() != `stream: request "r" chunk 0: boom` {
+		t.Fatalf("Err = %v", s.Err())
+	}
+	if err := s.Send(context.Background(), "r", nil); !errors.Is(err, errBoom) {
+		t.Fatalf("next send: %v", err)
+	}
+	if err := s.Close(); !errors.Is(err, errBoom) {
+		t.Fatalf("close: %v", err)
 	}
 }
 
