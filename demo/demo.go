@@ -15,7 +15,9 @@
 // health, error), and fails when a chunk was lost, duplicated or reclaimed
 // undelivered, or when the run left anything in /dev/shm. No stage
 // outlives it: they die with the parent (death signal, closed stdin), and
-// Run stops them all when one fails or ctx ends.
+// Run stops them all when one fails or ctx ends. Each stage reports its
+// CPU time (Stage.CPU); with ProfileEnv set, each also writes a CPU profile
+// of its run.
 //
 // It builds on Linux only (build tag linux), as it needs the shared-memory connector.
 package demo
@@ -329,7 +331,8 @@ func (d *run) execute(ctx context.Context, res *Result) error {
 	res.Received, res.Completed = done.Chunks, done.Requests
 	res.P50, res.P99, res.Max = time.Duration(done.P50NS), time.Duration(done.P99NS), time.Duration(done.MaxNS)
 	for i, c := range d.stages {
-		res.Stages[i] = Stage{PID: c.Pid(), Health: *d.health[i].Health, Reclaimed: d.health[i].Reclaimed, Received: d.health[i].Received}
+		res.Stages[i] = Stage{PID: c.Pid(), Health: *d.health[i].Health, Reclaimed: d.health[i].Reclaimed, Received: d.health[i].Received,
+			CPU: time.Duration(d.health[i].CPUNS)}
 	}
 	return res.check()
 }

@@ -86,7 +86,7 @@ func TestRun(t *testing.T) {
 			}
 			var report strings.Builder
 			res.WriteReport(&report)
-			wants := []string{"requests/s", "p50", "p99", "stage 0", "stage 1", "stage 2", res.Scope, "bytes put", "(over streaming)"}
+			wants := []string{"requests/s", "p50", "p99", "stage 0", "stage 1", "stage 2", res.Scope, "bytes put", "(over streaming)", "cpu per chunk"}
 			unwanted := []string{"fallbacks 2", "ring 0 bytes"} // a per-key put is not a failed ring put
 			switch {
 			case cfg.Nats != nil:
@@ -105,6 +105,11 @@ func TestRun(t *testing.T) {
 			for _, u := range unwanted {
 				if strings.Contains(report.String(), u) {
 					t.Errorf("report has %q:\n%s", u, report.String())
+				}
+			}
+			for i, s := range res.Stages {
+				if s.CPU <= 0 {
+					t.Errorf("stage %d: CPU time %v", i, s.CPU)
 				}
 			}
 			if cfg.Nats == nil {

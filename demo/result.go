@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"time"
 
@@ -53,6 +54,9 @@ type Stage struct {
 	// them (Health's BytesTransferred counts only puts, as SPEC §9 does);
 	// nil where it does not.
 	Received *uint64
+	// CPU is the stage process's user and system CPU time from "go" to
+	// the end of the run: its work for the run's chunks, every thread.
+	CPU time.Duration
 }
 
 // check finds what a complete run's counts say went wrong.
@@ -134,6 +138,11 @@ func (r Result) WriteReport(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "  reclaimed %d\n", s.Reclaimed)
 	}
+	fmt.Fprintf(&b, "  cpu per chunk    ")
+	for i, s := range r.Stages {
+		fmt.Fprintf(&b, " stage %d %.1f µs", i, float64(s.CPU)/float64(time.Microsecond)/float64(max(total, 1)))
+	}
+	fmt.Fprintf(&b, " (user+system, go to done; on %d cores)\n", runtime.NumCPU())
 	fmt.Fprintf(&b, "  wav files         %d in %s (16-bit PCM, mono, %d Hz, %d samples each)\n",
 		r.Requests, r.Out, sampleRate, r.Chunks*samplesPerChunk)
 	_, err := io.WriteString(w, b.String())

@@ -3,6 +3,7 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +30,8 @@ import (
 	"omnishm/proc"
 	"omnishm/stream"
 	"omnishm/tensor"
+
+	"golang.org/x/sys/unix"
 )
 
 // A stage is this executable again, in role stageRole, with its JSON
@@ -40,6 +45,12 @@ func init() { reexec.Register(stageRole, runStage) }
 // crashEnv, for tests, names a stage that kills itself with SIGKILL once
 // the pipeline starts, to check that the others are stopped.
 const crashEnv = "OMNISHM_DEMO_CRASH"
+
+// ProfileEnv, when set to a path prefix, has every stage write a CPU
+// profile of its run (from "go" to its last chunk) to
+// {prefix}.stage{N}.pprof, for `go tool pprof`: where each stage's CPU
+// per chunk goes.
+const ProfileEnv = "OMNISHM_DEMO_CPUPROFILE"
 
 // stageConfig is what the parent tells a stage.
 type stageConfig struct {
@@ -71,6 +82,7 @@ type event struct {
 	Health      *connector.Health `json:"health,omitempty"`
 	Reclaimed   int               `json:"reclaimed,omitempty"` // health: undrained chunks released
 	Received    *uint64           `json:"received,omitempty"`  // health: payload bytes claimed, where the connector counts them
+	CPUNS       int64             `json:"cpu_ns,omitempty"`    // health: the stage's CPU time from "go" to "close"
 	Error       string            `json:"error,omitempty"`
 }
 
@@ -80,8 +92,16 @@ type stageProcess struct {
 	cfg      stageConfig
 	requests []string
 	conn     connector.Receiver
-	control  chan string  // lines from the parent; closed when stdin ends
-	wavs     []*wavWriter // stage 2: one per request, opened before "ready"
+	control  chan string   // lines from the parent; closed when stdin ends
+	wavs     []*wavWriter  // stage 2: one per request, opened before "ready"
+	cpu      time.Duration // CPU time from "go" to "close"
+	// spare are payloads its Sender has put and handed back
+	// (SenderOptions.Recycle), for later chunks to reuse. A plain list,
+	// not a sync.Pool, which a GC empties: the payloads' memory is then
+	// allocated, and faulted in, again. At most the Sender's queue and
+	// the stage's senders hold payloads, so it stays bounded.
+	spareMu sync.Mutex
+	spare   []map[string]any
 }
 
 func (p *stageProcess) say(e event) {
@@ -110,6 +130,9 @@ func (p *stageProcess) await(ctx context.Context, want string) error {
 // runStage runs one stage of the demo pipeline and returns its exit status.
 // Its failure also goes to stderr, as the stage's own last words.
 func runStage(ctx context.Context, args []string) int {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(stageProcs(runtime.NumCPU()))
+	}
 	p := &stageProcess{control: make(chan string, 4)}
 	if len(args) != 1 {
 		fmt.Fprintf(os.Stderr, "omnishm demo: stage: want one argument, its configuration\n")
@@ -189,7 +212,15 @@ func (p *stageProcess) run(ctx context.Context) error {
 	var sender *stream.Sender
 	if p.cfg.Stage < 2 {
 		from, to := strconv.Itoa(p.cfg.Stage), strconv.Itoa(p.cfg.Stage+1)
-		if sender, err = stream.NewSender(p.conn, from, to, stream.SenderOptions{}); err != nil {
+		opts := stream.SenderOptions{Recycle: func(payload map[string]any) {
+			p.spareMu.Lock()
+			p.spare = append(p.spare, payload)
+			p.spareMu.Unlock()
+		}}
+		if sender, err = stream.NewSender(p.conn, from, to, opts); err != nil {
+			return err
+		}
+		if err := p.spares(); err != nil {
 			return err
 		}
 	}
@@ -217,7 +248,7 @@ func (p *stageProcess) run(ctx context.Context) error {
 	if err := conn.Close(); err != nil {
 		return err
 	}
-	p.say(event{Event: "health", Health: &h, Reclaimed: reclaimed, Received: received})
+	p.say(event{Event: "health", Health: &h, Reclaimed: reclaimed, Received: received, CPUNS: int64(p.cpu)})
 	return nil
 }
 
@@ -242,10 +273,63 @@ func (p *stageProcess) stream(ctx context.Context, sender *stream.Sender, up pro
 		self.Kill()
 		select {} // the signal is on its way
 	}
-	if err := p.pipeline(ctx, sender, up, p.requests, p.cfg.Chunks, true); err != nil {
+	stop, err := startProfile(p.cfg.Stage)
+	if err != nil {
 		return err
 	}
-	return p.await(ctx, "close")
+	cpu := cpuTime()
+	err = p.pipeline(ctx, sender, up, p.requests, p.cfg.Chunks, true)
+	if serr := stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	// Until "close": a stage's Sender may still put its last chunks after
+	// pipeline returns, and idle waiting costs next to nothing.
+	err = p.await(ctx, "close")
+	p.cpu = cpuTime() - cpu
+	return err
+}
+
+// stageProcs is a stage's share of the machine's cores for its Go runtime:
+// a third each, at least one. Three runtimes that each ran a thread per
+// core on the same cores preempted one another, and handed goroutines
+// between threads through futex wakeups, for every chunk (on 2 cores, 20
+// alternated default runs: 92 µs of CPU per chunk over the three stages
+// with GOMAXPROCS=2, 69 µs with 1). GOMAXPROCS in the environment still
+// decides.
+func stageProcs(cores int) int { return max(1, cores/3) }
+
+// startProfile starts stage's CPU profile when ProfileEnv asks for one;
+// stop ends it and closes the file.
+func startProfile(stage int) (stop func() error, err error) {
+	prefix := os.Getenv(ProfileEnv)
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s.stage%d.pprof", prefix, stage))
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// cpuTime is this process's user and system CPU time so far, every
+// thread (0 if the kernel will not say).
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // pipeline streams chunks chunks of each of requests through this stage;
@@ -328,14 +412,17 @@ func (p *stageProcess) produce(ctx context.Context, s *stream.Sender, requests [
 			}
 		}
 		for r, req := range requests {
-			codes, err := tensor.FromSlice(chunkCodes(r, n), 1, codesPerChunk)
+			chunk, err := p.payload(newCodesPayload)
 			if err != nil {
 				return err
 			}
-			chunk := map[string]any{
-				"codes": map[string]any{"audio": codes},
-				"demo":  map[string]any{"seq": n, "t0_ns": int64(hostclock.Now())},
+			codes, err := tensor.Values[int64](chunk["codes"].(map[string]any)["audio"].(*tensor.Tensor))
+			if err != nil {
+				return err
 			}
+			chunkCodesInto(codes, r, n)
+			stamp := chunk["demo"].(map[string]any)
+			stamp["seq"], stamp["t0_ns"] = n, int64(hostclock.Now())
 			send := s.Send
 			if n == chunks-1 {
 				send = s.Finish
@@ -355,15 +442,23 @@ func (p *stageProcess) relay(ctx context.Context, s *stream.Sender, up proc.ID, 
 		// Its chunks' stamps travel on in the chunks it sends, which its
 		// Sender may still hold after each returns: no recycled memory.
 		_, err := readChunks(ctx, p.conn, "0", "1", req, up, false, func(n int, chunk map[string]any) error {
-			codes, err := chunkTensor[int64](chunk, "codes", "audio")
+			_, codes, err := chunkTensor[int64](chunk, "codes", "audio")
+			if err == nil && len(codes) != codesPerChunk {
+				err = fmt.Errorf("%d codes, want %d", len(codes), codesPerChunk)
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", stream.Key(req, "0", n), err)
 			}
-			audio, err := tensor.FromSlice(synthesize(codes, n), 1, samplesPerChunk)
+			out, err := p.payload(newAudioPayload)
 			if err != nil {
 				return err
 			}
-			out := map[string]any{"audio": audio, "demo": chunk["demo"]}
+			samples, err := tensor.Values[float32](out["audio"].(*tensor.Tensor))
+			if err != nil {
+				return err
+			}
+			synthesizeInto(samples, codes, n)
+			out["demo"] = chunk["demo"]
 			send := s.Send
 			if stream.Finished(chunk) {
 				send = s.Finish
@@ -372,6 +467,65 @@ func (p *stageProcess) relay(ctx context.Context, s *stream.Sender, up proc.ID, 
 		})
 		return err
 	})
+}
+
+// payload is a payload for the stage to send: one its Sender has handed
+// back (SenderOptions.Recycle), else a new one. Each chunk's data then goes
+// into memory the next chunk overwrites, not fresh memory (and garbage)
+// per chunk: 7 KiB of samples for stage 1.
+func (p *stageProcess) payload(build func() (map[string]any, error)) (map[string]any, error) {
+	p.spareMu.Lock()
+	if n := len(p.spare); n > 0 {
+		out := p.spare[n-1]
+		p.spare[n-1] = nil
+		p.spare = p.spare[:n-1]
+		p.spareMu.Unlock()
+		return out, nil
+	}
+	p.spareMu.Unlock()
+	return build()
+}
+
+// spares makes, at setup, the payloads a run keeps in flight at most (the
+// Sender's queue and a chunk being made per request, up to twice the
+// queue): their memory is allocated and faulted in before the clock
+// starts, not by the first chunks. More are made as needed.
+func (p *stageProcess) spares() error {
+	build := newCodesPayload
+	if p.cfg.Stage == 1 {
+		build = newAudioPayload
+	}
+	for range min(stream.DefaultQueueLimit+len(p.requests), 2*stream.DefaultQueueLimit) {
+		out, err := build()
+		if err != nil {
+			return err
+		}
+		if audio, ok := out["audio"].(*tensor.Tensor); ok {
+			clear(audio.Data) // writes: fresh heap memory is not zeroed, nor faulted in, by make
+		}
+		p.spare = append(p.spare, out)
+	}
+	return nil
+}
+
+// newCodesPayload is stage 0's payload: {"codes": {"audio": [1, 28]
+// int64}, "demo": {"seq": n, "t0_ns": its send time}}.
+func newCodesPayload() (map[string]any, error) {
+	codes, err := tensor.FromSlice(make([]int64, codesPerChunk), 1, codesPerChunk)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"codes": map[string]any{"audio": codes}, "demo": map[string]any{}}, nil
+}
+
+// newAudioPayload is stage 1's: {"audio": [1, 1792] float32, "demo": stage
+// 0's stamps}.
+func newAudioPayload() (map[string]any, error) {
+	audio, err := tensor.FromSlice(make([]float32, samplesPerChunk), 1, samplesPerChunk)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"audio": audio}, nil
 }
 
 // collect is stage 2: it checks every audio chunk (once, in order, the
@@ -406,25 +560,33 @@ func (p *stageProcess) collect(ctx context.Context, up proc.ID, requests []strin
 		if run {
 			w = p.wavs[r]
 		}
-		var want []float32 // the samples chunk n must carry, recomputed
+		// The samples chunk n must carry, recomputed in place chunk after
+		// chunk (as its codes are), and their bytes: the check compares
+		// bits (a vectorised memory compare; slices.Equal's float compare
+		// sample by sample was a tenth of the stage's CPU).
+		want, codes := make([]float32, samplesPerChunk), make([]int64, codesPerChunk)
+		wantBytes, err := tensor.FromSlice(want)
+		if err != nil {
+			return err
+		}
 		n, err := readChunks(ctx, p.conn, "1", "2", req, up, true, func(n int, chunk map[string]any) error {
 			now := int64(hostclock.Now())
-			key := stream.Key(req, "1", n)
+			key := func() string { return stream.Key(req, "1", n) } // for errors only
 			demo, _ := chunk["demo"].(map[string]any)
 			seq, ok1 := asInt(demo["seq"])
 			t0, ok2 := asInt(demo["t0_ns"])
 			if !ok1 || !ok2 {
-				return fmt.Errorf("%s: no demo stamp in %v", key, demo)
+				return fmt.Errorf("%s: no demo stamp in %v", key(), demo)
 			}
 			if seq != int64(n) {
-				return fmt.Errorf("%s: carries chunk %d: lost, duplicated or reordered", key, seq)
+				return fmt.Errorf("%s: carries chunk %d: lost, duplicated or reordered", key(), seq)
 			}
-			audio, err := chunkTensor[float32](chunk, "audio")
+			got, audio, err := chunkTensor[float32](chunk, "audio")
 			if err != nil {
-				return fmt.Errorf("%s: %w", key, err)
+				return fmt.Errorf("%s: %w", key(), err)
 			}
-			if want = synthesizeInto(want, chunkCodes(r, n), n); !slices.Equal(audio, want) {
-				return fmt.Errorf("%s: samples differ from the codes stage 0 sent", key)
+			if synthesizeInto(want, chunkCodesInto(codes, r, n), n); !bytes.Equal(got.Data, wantBytes.Data) {
+				return fmt.Errorf("%s: samples differ from the codes stage 0 sent", key())
 			}
 			if w != nil {
 				if err := w.write(audio); err != nil {
@@ -522,21 +684,22 @@ func perRequest(ctx context.Context, requests []string, fn func(ctx context.Cont
 	return context.Cause(ctx)
 }
 
-// chunkTensor returns the tensor at path in chunk as a []T.
-func chunkTensor[T tensor.Element](chunk map[string]any, path ...string) ([]T, error) {
+// chunkTensor returns the tensor at path in chunk, and its data as a []T.
+func chunkTensor[T tensor.Element](chunk map[string]any, path ...string) (*tensor.Tensor, []T, error) {
 	var v any = chunk
 	for _, k := range path {
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("no %v in chunk", path)
+			return nil, nil, fmt.Errorf("no %v in chunk", path)
 		}
 		v = m[k]
 	}
 	t, ok := v.(*tensor.Tensor)
 	if !ok {
-		return nil, fmt.Errorf("%v is %T, want a tensor", path, v)
+		return nil, nil, fmt.Errorf("%v is %T, want a tensor", path, v)
 	}
-	return tensor.Values[T](t)
+	values, err := tensor.Values[T](t)
+	return t, values, err
 }
 
 // asInt reads an integer as the wire decoder hands it over: an int64, or a

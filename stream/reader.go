@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"time"
 
 	"omnishm/connector"
@@ -82,6 +83,33 @@ type Reader struct {
 
 	sender   *exitWatch // nil without ReaderOptions.Sender, or once closed
 	producer *exitWatch // the ring producer of the last chunk; nil without one, or once closed
+	waiting  waitScope  // the context waits in Recv run under, kept across Next calls
+}
+
+// waitScope is a context for waits in Recv: the caller's ctx, ended at the
+// progress deadline and when a watched producer exits. A Reader keeps it
+// for the Next calls that follow with the same ctx and watches: a context,
+// timer and exit hook made and dropped per chunk were a third of the
+// stream's own cost per chunk.
+type waitScope struct {
+	parent  context.Context
+	ctx     context.Context // nil when none is kept
+	cancel  context.CancelFunc
+	stops   []func() bool // the exit hooks
+	watched [2]*exitWatch // what it was made for: sender, producer
+}
+
+// drop ends the scope and its hooks.
+func (w *waitScope) drop() {
+	if w.ctx == nil {
+		return
+	}
+	for _, stop := range w.stops {
+		stop()
+	}
+	w.cancel()
+	clear(w.stops)
+	*w = waitScope{stops: w.stops[:0]}
 }
 
 // NewReader returns a Reader of request's chunks on edge from->to over t.
@@ -144,6 +172,7 @@ type taken struct {
 func (r *Reader) Close() error {
 	clear(r.ahead)
 	r.ahead = nil
+	r.waiting.drop()
 	for _, w := range []**exitWatch{&r.sender, &r.producer} {
 		if *w != nil {
 			(*w).release()
@@ -299,16 +328,10 @@ func (r *Reader) follow(id proc.ID) {
 	r.producer = watchExit(id)
 }
 
-// watched are the processes whose exit ends the stream.
-func (r *Reader) watched() []*exitWatch {
-	var ws []*exitWatch
-	for _, w := range []*exitWatch{r.sender, r.producer} {
-		if w != nil {
-			ws = append(ws, w)
-		}
-	}
-	return ws
-}
+// watched are the processes whose exit ends the stream: the sender and
+// the producer, each nil when not watched (an array: no allocation per
+// wait).
+func (r *Reader) watched() [2]*exitWatch { return [2]*exitWatch{r.sender, r.producer} }
 
 // wait tries to claim key until the progress deadline, less if a watched
 // producer exits meanwhile (or, without pidfds, up to one CheckInterval).
@@ -317,12 +340,9 @@ func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (
 		return connector.Message{}, false, err
 	}
 	if r.recv != nil {
-		sub, cancel := context.WithDeadline(ctx, r.deadline)
-		defer cancel()
+		sub := r.waitContext(ctx)
 		for _, w := range r.watched() {
-			if w.exited != nil {
-				defer context.AfterFunc(w.exited, cancel)()
-			} else {
+			if w != nil && w.exited == nil {
 				// No pidfd to wait on: look at its start time now and then.
 				var stop context.CancelFunc
 				sub, stop = context.WithTimeout(sub, r.opts.CheckInterval)
@@ -347,7 +367,7 @@ func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (
 	// nil channels, never ready, for what is not watched
 	var exited [2]<-chan struct{}
 	for i, w := range r.watched() {
-		if w.exited != nil {
+		if w != nil && w.exited != nil {
 			exited[i] = w.exited.Done()
 		}
 	}
@@ -362,6 +382,31 @@ func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (
 	}
 	*backoff = min(*backoff*2, r.opts.MaxBackoff)
 	return connector.Message{}, false, nil
+}
+
+// waitContext returns the context of a wait in Recv (waitScope): the one
+// kept, while its ctx and watches are this wait's and it has not ended,
+// else a new one. A kept one may end before the current deadline, as it
+// was set from an older one: Next then finds the deadline ahead
+// (senderGone) and waits again, in a new one.
+func (r *Reader) waitContext(ctx context.Context) context.Context {
+	w := &r.waiting
+	watched := r.watched()
+	if w.ctx != nil && w.parent != nil && w.parent == ctx && w.watched == watched && w.ctx.Err() == nil {
+		return w.ctx
+	}
+	w.drop()
+	w.watched = watched
+	if reflect.TypeOf(ctx).Comparable() { // else w.parent == ctx would panic: keep none
+		w.parent = ctx
+	}
+	w.ctx, w.cancel = context.WithDeadline(ctx, r.deadline)
+	for _, x := range watched {
+		if x != nil && x.exited != nil {
+			w.stops = append(w.stops, context.AfterFunc(x.exited, w.cancel))
+		}
+	}
+	return w.ctx
 }
 
 // recvMessage is the transport's Recv, with the chunk's producer where the

@@ -28,6 +28,13 @@ type SenderOptions struct {
 	// AbortOnClose makes Close drop the chunks not yet put instead of putting
 	// them first. Queued releases run either way.
 	AbortOnClose bool
+	// Recycle, when set, is called on the Sender's goroutine with every
+	// payload given to Send or Finish once the Sender is done with it (its
+	// chunk was put, or dropped): from then on the payload and its tensors
+	// are the caller's again, so a producer can reuse their memory for a
+	// later chunk instead of allocating one per chunk. It must not block:
+	// the next put waits for it.
+	Recycle func(payload map[string]any)
 }
 
 // Sender puts the chunk streams of many requests on one edge (from, to).
@@ -71,6 +78,7 @@ type op struct {
 	request string
 	n       int            // the chunk's index in its request
 	chunk   map[string]any // nil for a release or a flush
+	payload map[string]any // what the caller sent: SenderOptions.Recycle's
 	prefix  string         // a release's CleanupPrefix argument
 	release chan int
 	flushed chan struct{} // a flush: closed once every op before it is done
@@ -132,14 +140,20 @@ func (s *Sender) Finish(ctx context.Context, request string, payload map[string]
 }
 
 func (s *Sender) enqueue(ctx context.Context, request string, payload map[string]any, last bool) error {
-	if err := checkRequest(request, s.from); err != nil {
-		return err
-	}
-	chunk, err := newChunk(payload, last)
+	s.mu.Lock()
+	_, live := s.next[request] // its id was checked when its first chunk came
+	err := s.checkLocked(request)
+	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := s.check(request); err != nil {
+	if !live {
+		if err := checkRequest(request, s.from); err != nil {
+			return err
+		}
+	}
+	chunk, err := newChunk(payload, last)
+	if err != nil {
 		return err
 	}
 	// Take a slot before the index, so a Send that gives up uses no index.
@@ -169,16 +183,10 @@ func (s *Sender) enqueue(ctx context.Context, request string, payload map[string
 	if last {
 		s.finished[request] = true
 	}
-	s.queue = append(s.queue, op{request: request, n: n, chunk: chunk})
+	s.queue = append(s.queue, op{request: request, n: n, chunk: chunk, payload: payload})
 	s.mu.Unlock()
 	s.nudge()
 	return nil
-}
-
-func (s *Sender) check(request string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.checkLocked(request)
 }
 
 func (s *Sender) checkLocked(request string) error {
@@ -304,6 +312,9 @@ func (s *Sender) run() {
 		} else {
 			s.puts.Add(1)
 			s.note(o.request, o.n, d)
+		}
+		if s.opts.Recycle != nil {
+			s.opts.Recycle(o.payload)
 		}
 		<-s.slots
 	}

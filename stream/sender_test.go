@@ -235,6 +235,48 @@ func TestCloseModes(t *testing.T) {
 	}
 }
 
+// TestRecycle: SenderOptions.Recycle hands back every payload enqueued,
+// once and in order, the very map the caller sent, after its chunk was
+// put, or when a put error dropped it.
+func TestRecycle(t *testing.T) {
+	for _, putErr := range []error{nil, errBoom} {
+		t.Run(fmt.Sprint(putErr), func(t *testing.T) {
+			m := newMem()
+			m.putErr = putErr
+			var got []int
+			s := mustSender(t, m, SenderOptions{Recycle: func(payload map[string]any) {
+				n := payload["n"].(int)
+				if putErr == nil && !slices.Contains(m.log(), "put "+Key("r", "0", n)) {
+					t.Errorf("chunk %d handed back before its put", n)
+				}
+				payload["back"] = true // the caller's again
+				got = append(got, n)
+			}})
+			var sent []map[string]any
+			for n := range 5 {
+				payload := map[string]any{"n": n}
+				// After a put error Send refuses: what it refused is not the Sender's.
+				if err := s.Send(context.Background(), "r", payload); err != nil {
+					if !errors.Is(err, errBoom) {
+						t.Fatal(err)
+					}
+					break
+				}
+				sent = append(sent, payload)
+			}
+			s.Close() // the worker has handed everything back once it returns
+			if len(got) != len(sent) || len(sent) == 0 {
+				t.Fatalf("handed back %v of %d", got, len(sent))
+			}
+			for n, p := range sent {
+				if got[n] != n || p["back"] != true {
+					t.Fatalf("handed back %v: chunk %d not its own payload", got, n)
+				}
+			}
+		})
+	}
+}
+
 func TestPutErrorReported(t *testing.T) {
 	m := newMem()
 	m.putErr = errBoom

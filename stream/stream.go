@@ -123,18 +123,34 @@ func checkRequest(request, from string) error {
 	return nil
 }
 
+// bareMeta are the meta maps of payloads without meta fields of their own,
+// for finished false and true: shared and never written, as the chunks
+// that carry them are only encoded, so a chunk costs no meta map and mark
+// of its own.
+var bareMeta = [2]map[string]any{
+	{"finished": tensor.Scalar(false)},
+	{"finished": tensor.Scalar(true)},
+}
+
 // newChunk builds the chunk put on the wire: a shallow copy of payload whose
 // meta map (copied too, so the caller's map is left alone) has finished set.
+// It must not be written to: without user meta fields, its meta map is one
+// of bareMeta.
 func newChunk(payload map[string]any, finished bool) (map[string]any, error) {
-	meta := map[string]any{}
-	if m, ok := payload["meta"]; ok && m != nil {
-		um, ok := m.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("%w: meta is %T, want map[string]any", ErrBadChunk, m)
+	var meta map[string]any
+	switch m := payload["meta"].(type) {
+	case nil:
+		meta = bareMeta[0]
+		if finished {
+			meta = bareMeta[1]
 		}
-		maps.Copy(meta, um)
+	case map[string]any:
+		meta = make(map[string]any, len(m)+1)
+		maps.Copy(meta, m)
+		meta["finished"] = tensor.Scalar(finished)
+	default:
+		return nil, fmt.Errorf("%w: meta is %T, want map[string]any", ErrBadChunk, m)
 	}
-	meta["finished"] = tensor.Scalar(finished)
 	chunk := make(map[string]any, len(payload)+1)
 	maps.Copy(chunk, payload)
 	chunk["meta"] = meta

@@ -421,6 +421,41 @@ func TestReaderSenderGone(t *testing.T) {
 	}
 }
 
+// TestReaderKeepsItsWaitContext: the Next calls of a reader with the same
+// ctx wait under one context (not a context, timer and exit hook per
+// chunk); one kept from an older deadline that ends first does not end the
+// stream, and a new ctx gets a new one.
+func TestReaderKeepsItsWaitContext(t *testing.T) {
+	m := newMem()
+	ctx := context.Background()
+	rd := mustReader(t, m, "r", ReaderOptions{ProgressTimeout: time.Hour})
+	var kept []context.Context
+	for n := range 2 {
+		m.Put("0", "1", Key("r", "0", n), map[string]any{})
+		if _, err := rd.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, rd.waiting.ctx)
+	}
+	if kept[0] == nil || kept[0] != kept[1] {
+		t.Fatalf("wait contexts %v: want one kept", kept)
+	}
+	// A kept context whose deadline, an older one, comes first: the wait
+	// goes on in a new one until the caller's ctx ends.
+	sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	early, stop := context.WithTimeout(sctx, time.Millisecond)
+	defer stop()
+	rd.waiting.drop()
+	rd.waiting = waitScope{parent: sctx, ctx: early, cancel: stop, watched: [2]*exitWatch{rd.sender, rd.producer}}
+	if _, err := rd.Next(sctx); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrSenderGone) {
+		t.Fatalf("after a kept context's early end: %v, want the caller's deadline", err)
+	}
+	if rd.waiting.ctx == early {
+		t.Fatal("the ended context is still kept")
+	}
+}
+
 func TestReaderBadChunk(t *testing.T) {
 	m := newMem()
 	m.Put("0", "1", Key("r", "0", 0), []byte("x"))
