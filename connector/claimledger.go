@@ -51,10 +51,15 @@ func pubOf(d Descriptor) (pubID, error) {
 	if err := d.Validate(); err != nil {
 		return pubID{}, err
 	}
+	return idOf(d), nil
+}
+
+// idOf is pubOf for a descriptor known valid: one Put just made.
+func idOf(d Descriptor) pubID {
 	if d.HostRing != nil {
-		return pubID{name: d.HostRing.Name, pos: d.HostRing.Position}, nil
+		return pubID{name: d.HostRing.Name, pos: d.HostRing.Position}
 	}
-	return pubID{name: d.Shm.Name, seg: true}, nil
+	return pubID{name: d.Shm.Name, seg: true}
 }
 
 // record is a publication in the ledger: enough to rebuild its descriptor.
@@ -168,10 +173,7 @@ func (l *ledger) settle(key string, prev record, prevPending bool, d Descriptor,
 	if !ok || l.closed {
 		return
 	}
-	id, err := pubOf(d)
-	if err != nil {
-		return
-	}
+	id := idOf(d) // Put's own
 	if prevPending && prev.id != id {
 		l.retire(prev.id, byReput)
 	}
