@@ -46,7 +46,7 @@ type Encoder struct {
 
 // encodeState is one encoding's scratch: a stack of map keys being sorted.
 type encodeState struct {
-	Encoder // a copy, so the caller's Encoder does not escape
+	Encoder  // a copy, so the caller's Encoder does not escape
 	keys     []string
 	keyStack *[]string // where keys came from, when taken (done)
 	depth    int
