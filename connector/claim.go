@@ -205,9 +205,25 @@ func (c *SHM) beginPut(key string) (putTicket, error) {
 // endPut settles an admitted put: it records the publication d it made
 // (err nil) and what it retired.
 func (c *SHM) endPut(key string, t putTicket, d Descriptor, err error) {
-	c.claims.settle(key, t.prev, t.prevPending, d, err == nil, c.ring.Capacity(), c.segments.Pending)
+	reclaim := c.claims.settle(key, t.prev, t.prevPending, d, err == nil, c.ring.Capacity(), c.segments.Pending)
 	if t.replacing {
 		c.claims.retireMu.Unlock()
+	}
+	if reclaim {
+		c.forgetReclaimed(d.HostRing.Name)
+	}
+}
+
+// forgetReclaimed drops the ledger's records of ring's frames that its
+// producer reclaimed, so a ledger whose receivers keep up stays small
+// (the map it looks in on every put stays in cache). It holds retireMu
+// for reading: a retirement under way (Cleanup, Close) notes itself
+// before its frame's record can go.
+func (c *SHM) forgetReclaimed(ring string) {
+	c.claims.retireMu.RLock()
+	defer c.claims.retireMu.RUnlock()
+	if tail, ok := c.ring.Reclaimed(ring); ok {
+		c.claims.forgetReclaimed(ring, tail)
 	}
 }
 

@@ -51,10 +51,15 @@ func pubOf(d Descriptor) (pubID, error) {
 	if err := d.Validate(); err != nil {
 		return pubID{}, err
 	}
+	return idOf(d), nil
+}
+
+// idOf is pubOf for a descriptor known valid: one Put just made.
+func idOf(d Descriptor) pubID {
 	if d.HostRing != nil {
-		return pubID{name: d.HostRing.Name, pos: d.HostRing.Position}, nil
+		return pubID{name: d.HostRing.Name, pos: d.HostRing.Position}
 	}
-	return pubID{name: d.Shm.Name, seg: true}, nil
+	return pubID{name: d.Shm.Name, seg: true}
 }
 
 // record is a publication in the ledger: enough to rebuild its descriptor.
@@ -113,9 +118,11 @@ type waiters struct {
 }
 
 // ledger is the claims ledger of one connector. Its zero value is empty
-// and ready. Its memory is bounded: a ring record is dropped once the
-// ring's puts have moved a capacity past it (the frame is reclaimed then,
-// so it was claimed or retired, and a retirement was noted), a per-key one
+// and ready. Its memory is bounded: a ring record is dropped once its
+// producer reclaimed the frame (forgetReclaimed, every reclaimCheck ring
+// puts), or at the latest once the ring's puts have moved a capacity past
+// it (the frame is reclaimed then); either way it was claimed, or retired
+// and the retirement noted. A per-key one
 // once the segment producer knows its segment consumed, and at most
 // maxRetired retirements are remembered.
 type ledger struct {
@@ -125,20 +132,21 @@ type ledger struct {
 	// gone, through a retirement that is not noted yet.
 	retireMu sync.RWMutex
 
-	mu       sync.Mutex
-	live     map[string]record // key → its latest publication, fate unknown
-	rings    map[string]*fifo[ringPut]
-	lastRing string // the ring of the last frame noted, and its log
-	lastLog  *fifo[ringPut]
-	segKeys  fifo[string] // keys of per-key records, for the sweep
-	retired  map[pubID]retirement
-	order    fifo[retirement]
-	seq      uint64
-	waits    map[pubID]*waiters
-	inflight int  // puts admitted and not settled
-	draining bool // Shutdown began: refuse puts
-	closed   bool
-	changed  chan struct{} // closed when a fate may have changed; nil until someone waits
+	mu           sync.Mutex
+	live         map[string]record // key → its latest publication, fate unknown
+	rings        map[string]*fifo[ringPut]
+	lastRing     string // the ring of the last frame noted, and its log
+	lastLog      *fifo[ringPut]
+	segKeys      fifo[string] // keys of per-key records, for the sweep
+	retired      map[pubID]retirement
+	order        fifo[retirement]
+	seq          uint64
+	waits        map[pubID]*waiters
+	sinceReclaim int  // ring puts settled since the last forgetReclaimed
+	inflight     int  // puts admitted and not settled
+	draining     bool // Shutdown began: refuse puts
+	closed       bool
+	changed      chan struct{} // closed when a fate may have changed; nil until someone waits
 }
 
 // admit lets a put begin unless the connector is shutting down or closed,
@@ -154,11 +162,17 @@ func (l *ledger) admit(key string) (prev record, replacing bool, err error) {
 	return prev, replacing, nil
 }
 
+// reclaimCheck is how many ring puts go by between two looks at how far
+// their producer reclaimed (forgetReclaimed): while receivers keep up, the
+// ledger holds about that many ring records, not a ring's worth.
+const reclaimCheck = 32
+
 // settle ends an admitted put: it records the publication d made, and
 // notes prev retired when the put replaced it unclaimed (prevPending).
 // capacity is the ring's; stillPending tells whether the segment
-// producer still holds a key unclaimed.
-func (l *ledger) settle(key string, prev record, prevPending bool, d Descriptor, ok bool, capacity int, stillPending func(string) bool) {
+// producer still holds a key unclaimed. reclaim says it is time to drop
+// the records of frames the producer reclaimed (forgetReclaimed).
+func (l *ledger) settle(key string, prev record, prevPending bool, d Descriptor, ok bool, capacity int, stillPending func(string) bool) (reclaim bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.inflight--
@@ -166,12 +180,9 @@ func (l *ledger) settle(key string, prev record, prevPending bool, d Descriptor,
 		l.wake()
 	}
 	if !ok || l.closed {
-		return
+		return false
 	}
-	id, err := pubOf(d)
-	if err != nil {
-		return
-	}
+	id := idOf(d) // Put's own
 	if prevPending && prev.id != id {
 		l.retire(prev.id, byReput)
 	}
@@ -181,7 +192,11 @@ func (l *ledger) settle(key string, prev record, prevPending bool, d Descriptor,
 	if !id.seg {
 		l.live[key] = record{id: id, size: d.Size}
 		l.noteFrame(key, id, uint64(capacity))
-		return
+		if l.sinceReclaim++; l.sinceReclaim >= reclaimCheck {
+			l.sinceReclaim = 0
+			return true
+		}
+		return false
 	}
 	// A new publication under the name: an old retirement of it no longer
 	// speaks of what is there.
@@ -191,6 +206,7 @@ func (l *ledger) settle(key string, prev record, prevPending bool, d Descriptor,
 		l.segKeys.push(key)
 	}
 	l.live[key] = record{id: id, size: d.Size}
+	return false
 }
 
 // noteFrame appends a ring frame to its ring's log and drops the records
@@ -210,9 +226,25 @@ func (l *ledger) noteFrame(key string, id pubID, capacity uint64) {
 		l.lastRing, l.lastLog = id.name, log
 	}
 	log.push(ringPut{pos: id.pos, key: key})
-	for log.len() > 0 && log.front().pos+capacity <= id.pos {
+	l.forgetFrames(id.name, log, id.pos-min(id.pos, capacity-1))
+}
+
+// forgetReclaimed drops the records of ring's frames before tail, which
+// its producer reclaimed: they were claimed, or retired and noted so.
+func (l *ledger) forgetReclaimed(ring string, tail uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if log := l.rings[ring]; log != nil {
+		l.forgetFrames(ring, log, tail)
+	}
+}
+
+// forgetFrames pops ring's log up to position end (excluded), dropping
+// the records of the frames it names; l.mu is held.
+func (l *ledger) forgetFrames(ring string, log *fifo[ringPut], end uint64) {
+	for log.len() > 0 && log.front().pos < end {
 		e := log.pop()
-		if r, ok := l.live[e.key]; ok && r.id == (pubID{name: id.name, pos: e.pos}) {
+		if r, ok := l.live[e.key]; ok && r.id == (pubID{name: ring, pos: e.pos}) {
 			delete(l.live, e.key)
 		}
 	}

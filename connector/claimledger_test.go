@@ -76,6 +76,36 @@ func TestLedgerIsBounded(t *testing.T) {
 	}
 }
 
+// A ring whose receivers keep up keeps few records: every reclaimCheck
+// puts settle asks for the producer's tail, and forgetReclaimed drops the
+// records of the frames before it, no others.
+func TestLedgerForgetsReclaimedFrames(t *testing.T) {
+	var l ledger
+	const capacity, frame = 1 << 20, 64
+	never := func(string) bool { return false }
+	due := 0
+	for i := range 4 * reclaimCheck {
+		prev, replacing, _ := l.admit(fmt.Sprint(i))
+		if l.settle(fmt.Sprint(i), prev, replacing, ringDesc("ring", uint64(i*frame)), true, capacity, never) {
+			due++
+			l.forgetReclaimed("ring", uint64(i*frame)) // all but this one reclaimed
+		}
+	}
+	if due != 4 {
+		t.Errorf("settle asked for the tail %d times in %d puts, want 4", due, 4*reclaimCheck)
+	}
+	if n := len(l.live); n != 1 {
+		t.Errorf("%d ring records with every frame but the last reclaimed, want 1", n)
+	}
+	if _, ok := l.record(fmt.Sprint(4*reclaimCheck - 1)); !ok {
+		t.Error("the frame at the tail lost its record")
+	}
+	l.forgetReclaimed("other", 1<<40) // another ring's tail forgets nothing here
+	if n := len(l.live); n != 1 {
+		t.Errorf("%d records after another ring's tail, want 1", n)
+	}
+}
+
 // A retirement speaks of one publication: a ring frame retired stays so
 // while the key's next frame waits; a new segment under a retired key
 // waits again.

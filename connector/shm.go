@@ -47,12 +47,11 @@ type SHM struct {
 	closeOnce    sync.Once
 	closed       atomic.Bool
 
-	puts, gets, bytes                 atomic.Uint64
-	ringPuts, ringGets, ringFallbacks atomic.Uint64
-	watchdogWarned, unsafeWarned      atomic.Bool
-	ringDirTracked                    atomic.Bool
-	fifos                             []string // tracked with the watchdog (crash.go)
-	stats                             stats    // per-edge figures (stats.go)
+	gets, ringGets, ringFallbacks atomic.Uint64 // puts are counted in stats alone
+	watchdogWarned, unsafeWarned  atomic.Bool
+	ringDirTracked                atomic.Bool
+	fifos                         []string // tracked with the watchdog (crash.go)
+	stats                         stats    // per-edge figures (stats.go)
 }
 
 // Open returns a shared-memory connector configured by opts (the zero
@@ -141,8 +140,7 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 			if c.segments.Pending(key) {
 				c.cleanupSegment(key)
 			}
-			c.published(to, d.Size, true)
-			c.ringPuts.Add(1)
+			c.published(to, true)
 			c.stats.put(from, to, PathRing, d.Size, start) // stats
 			return d.Size, Descriptor{HostRing: &d, Size: d.Size}, nil
 		}
@@ -165,7 +163,7 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 	}
 	// A successful fallback replaces an unclaimed ring version, too.
 	c.ring.Cancel(key)
-	c.published(to, d.Size, false)
+	c.published(to, false)
 	c.stats.put(from, to, PathSegment, d.Size, start) // stats
 	return d.Size, Descriptor{Shm: &d, Size: d.Size}, nil
 }
@@ -285,7 +283,7 @@ func keyError(op, key string, err error) error {
 	return fmt.Errorf("connector: %s %q: %w", op, keys.Shorten(key), err)
 }
 
-func (c *SHM) published(to string, size int, ring bool) {
+func (c *SHM) published(to string, ring bool) {
 	if c.notifier != nil && numeric(to) {
 		if ring {
 			// A Go receiver's dispatcher finds ring frames by itself
@@ -295,8 +293,6 @@ func (c *SHM) published(to string, size int, ring bool) {
 			c.notifier.Notify(to)
 		}
 	}
-	c.puts.Add(1)
-	c.bytes.Add(uint64(size))
 }
 
 // decodeRing turns a ring payload into owned values while the ring lock is
@@ -578,13 +574,15 @@ func (c *SHM) cleanupSegment(key string) bool {
 // segments and drops cached rings of producers that are gone.
 func (c *SHM) Reap() { c.ring.Reap() }
 
-// Health implements Transport.
+// Health implements Transport. Its put figures are the per-edge ones of
+// Stats summed: a put counts itself once.
 func (c *SHM) Health() Health {
+	puts, bytes, ringPuts := c.stats.putTotals()
 	return Health{
-		Puts:              c.puts.Load(),
+		Puts:              puts,
 		Gets:              c.gets.Load(),
-		BytesTransferred:  c.bytes.Load(),
-		HostRingPuts:      c.ringPuts.Load(),
+		BytesTransferred:  bytes,
+		HostRingPuts:      ringPuts,
 		HostRingGets:      c.ringGets.Load(),
 		HostRingFallbacks: c.ringFallbacks.Load(),
 	}

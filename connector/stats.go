@@ -267,6 +267,21 @@ func (s *stats) put(from, to string, p Path, size int, start time.Duration) {
 	}
 }
 
+// putTotals sums the put figures over every edge: publications, their
+// bytes, and those that took the ring (Health).
+func (s *stats) putTotals() (puts, bytes, ringPuts uint64) {
+	if l := s.edges.Load(); l != nil {
+		for _, e := range *l {
+			for p := range NumPaths {
+				puts += e.puts[p].Load()
+				bytes += e.putBytes[p].Load()
+			}
+			ringPuts += e.puts[PathRing].Load()
+		}
+	}
+	return puts, bytes, ringPuts
+}
+
 // got is the hook where a Get has claimed size bytes by path p.
 func (s *stats) got(from, to string, p Path, size int) {
 	e := s.edge(from, to)

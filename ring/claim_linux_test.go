@@ -96,3 +96,28 @@ func TestClaimedRetiredReclaimedGone(t *testing.T) {
 	}
 	mustClaimed(t, p, pending, true)
 }
+
+// Reclaimed is the tail the producer's last put left: it passes a frame
+// once the frame was claimed and a later put reclaimed it. A receiver's
+// Transport, or a closed one, produces into no ring.
+func TestReclaimed(t *testing.T) {
+	_, p, r := pair(t, 4096)
+	first := mustPut(t, p, "0", "1", "a", []byte{1})
+	if tail, ok := p.Reclaimed(first.Name); !ok || tail > first.Position {
+		t.Fatalf("Reclaimed = %d, %v before any claim; want at most %d", tail, ok, first.Position)
+	}
+	mustGet(t, r, "0", "1", "a", nil)
+	second := mustPut(t, p, "0", "1", "b", []byte{2}) // reclaims a
+	if tail, ok := p.Reclaimed(first.Name); !ok || tail <= first.Position || tail > second.Position {
+		t.Fatalf("Reclaimed = %d, %v; want past %d, at most %d", tail, ok, first.Position, second.Position)
+	}
+	if _, ok := r.Reclaimed(first.Name); ok {
+		t.Error("the receiver's Transport reports a tail")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.Reclaimed(first.Name); ok {
+		t.Error("a closed Transport reports a tail")
+	}
+}

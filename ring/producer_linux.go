@@ -54,6 +54,26 @@ func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(ds
 	return p.put(&t.stats, key, kind, total, size, write)
 }
 
+// Reclaimed is the tail of the ring file name this Transport produces
+// into, as its last put or Reap left it: every frame before it was done
+// (claimed or retired) and its space reclaimed. ok is false for a ring it
+// does not produce into, or closed.
+func (t *Transport) Reclaimed(name string) (tail uint64, ok bool) {
+	if list := t.owned.Load(); list != nil {
+		for _, p := range *list {
+			if p.name == name {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				if p.closed {
+					return 0, false
+				}
+				return p.m.tail(), true
+			}
+		}
+	}
+	return 0, false
+}
+
 // put is Put under p.mu: it places and publishes one frame under the ring
 // lock. (Its own function, so that each has few enough returns for its
 // defers to be inlined: this is the put path's floor.)

@@ -46,22 +46,33 @@ type Encoder struct {
 
 // encodeState is one encoding's scratch: a stack of map keys being sorted.
 type encodeState struct {
-	Encoder // a copy, so the caller's Encoder does not escape
-	keys    []string
-	depth   int
-	cuts    *Pieces // MarshalPieces: where leaf data is left out
+	Encoder  // a copy, so the caller's Encoder does not escape
+	keys     []string
+	keyStack *[]string // where keys came from, when taken (done)
+	depth    int
+	cuts     *Pieces // MarshalPieces: where leaf data is left out
 }
 
-var statePool = sync.Pool{New: func() any { return new(encodeState) }}
+// keyStacks holds the key stacks of finished encodings: only a map of
+// more than smallMap entries needs one, so an encoding takes one when it
+// meets such a map, and its state otherwise lives on the stack.
+var keyStacks = sync.Pool{New: func() any { return new([]string) }}
 
 // Append appends the msgpack form of v to dst.
 func (e *Encoder) Append(dst []byte, v any) ([]byte, error) {
-	s := statePool.Get().(*encodeState)
-	s.Encoder = *e
+	s := encodeState{Encoder: *e}
 	b, err := s.encode(dst, v)
-	s.Encoder, s.keys, s.depth, s.cuts = Encoder{}, s.keys[:0], 0, nil
-	statePool.Put(s)
+	s.done()
 	return b, err
+}
+
+// done hands back the key stack the encoding took, if any.
+func (s *encodeState) done() {
+	if s.keyStack != nil {
+		clear(s.keys)
+		*s.keyStack = s.keys[:0]
+		keyStacks.Put(s.keyStack)
+	}
 }
 
 func unsupported(format string, args ...any) error {
@@ -174,6 +185,10 @@ func (s *encodeState) stringMap(b []byte, m map[string]any) ([]byte, error) {
 		return s.smallStringMap(b, m)
 	}
 	// Keys go on a shared stack so nested maps reuse one allocation.
+	if s.keyStack == nil {
+		s.keyStack = keyStacks.Get().(*[]string)
+		s.keys = *s.keyStack
+	}
 	base := len(s.keys)
 	for k := range m {
 		s.keys = append(s.keys, k)

@@ -30,11 +30,9 @@ type cut struct {
 func MarshalPieces(p *Pieces, v any, min int) error {
 	clear(p.cuts) // the last payload's data is the caller's
 	p.skeleton, p.cuts, p.min, p.size = p.skeleton[:0], p.cuts[:0], max(min, 0), 0
-	s := statePool.Get().(*encodeState)
-	s.cuts = p
+	s := encodeState{cuts: p}
 	b, err := s.encode(p.skeleton, v)
-	s.Encoder, s.keys, s.depth, s.cuts = Encoder{}, s.keys[:0], 0, nil
-	statePool.Put(s)
+	s.done()
 	if err != nil {
 		p.Reset()
 		return err

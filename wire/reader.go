@@ -41,6 +41,15 @@ func (r *Reader) mismatch(c byte, want string) error {
 // ArrayLen reads an array's header and returns its number of elements,
 // which is at most Len() (each takes at least a byte). The elements follow.
 func (r *Reader) ArrayLen() (int, error) {
+	// The fixarray form in line: a fixed layout is mostly short arrays.
+	if b := r.s.b[r.s.pos:]; len(b) > 0 && b[0]>>4 == fixArray>>4 && int(b[0]&0x0f) < len(b) {
+		r.s.pos++
+		return int(b[0] & 0x0f), nil
+	}
+	return r.arrayLen()
+}
+
+func (r *Reader) arrayLen() (int, error) {
 	c, err := r.next()
 	switch {
 	case err != nil:
@@ -58,6 +67,16 @@ func (r *Reader) ArrayLen() (int, error) {
 
 // Bin reads a bin and returns its bytes, aliasing the input.
 func (r *Reader) Bin() ([]byte, error) {
+	// The bin8 form in line (a nonce, a small tree).
+	if b := r.s.b[r.s.pos:]; len(b) > 1 && b[0] == codeBin8 && int(b[1]) <= len(b)-2 {
+		n := int(b[1])
+		r.s.pos += 2 + n
+		return b[2 : 2+n : 2+n], nil
+	}
+	return r.bin()
+}
+
+func (r *Reader) bin() ([]byte, error) {
 	c, err := r.next()
 	switch {
 	case err != nil:
@@ -71,6 +90,17 @@ func (r *Reader) Bin() ([]byte, error) {
 // Str reads a str and returns its bytes: valid UTF-8 aliasing the input
 // (m[string(p)] looks it up in a map without a copy).
 func (r *Reader) Str() ([]byte, error) {
+	// A short fixstr (a dtype name) in line.
+	if b := r.s.b[r.s.pos:]; len(b) > 0 && b[0]>>4 == fixStr>>4 && int(b[0]&0x0f) < len(b) {
+		if p := b[1 : 1+b[0]&0x0f]; validUTF8(p) {
+			r.s.pos += 1 + len(p)
+			return p[:len(p):len(p)], nil
+		}
+	}
+	return r.str()
+}
+
+func (r *Reader) str() ([]byte, error) {
 	c, err := r.next()
 	switch {
 	case err != nil:
@@ -101,6 +131,15 @@ func (r *Reader) Int() (int64, error) {
 // Uint reads an integer, in any of msgpack's forms, whose value is not
 // negative (a signed form holding a non-negative value included).
 func (r *Reader) Uint() (uint64, error) {
+	// A positive fixint (a small dimension or offset) in line.
+	if b := r.s.b[r.s.pos:]; len(b) > 0 && b[0] <= 0x7f {
+		r.s.pos++
+		return uint64(b[0]), nil
+	}
+	return r.uint()
+}
+
+func (r *Reader) uint() (uint64, error) {
 	start := r.s.pos
 	u, negative, err := r.integer()
 	if err == nil && negative {

@@ -28,6 +28,10 @@ func TestReaderReads(t *testing.T) {
 		want       any
 	}{
 		{"ArrayLen", "92|c0c0", 2},
+		{"ArrayLen", "90", 0}, // the short forms at the input's end
+		{"Bin", "c400", []byte{}},
+		{"Str", "a0", []byte("")},
+		{"Uint", "00", uint64(0)},
 		{"ArrayLen", "dc0002|c0c0", 2},
 		{"ArrayLen", "dd00000001|c0", 1},
 		{"Bin", "c4020102", []byte{1, 2}},
@@ -95,14 +99,19 @@ func TestReaderRefuses(t *testing.T) {
 		{"ArrayLen", ""},
 		{"ArrayLen", "80"},
 		{"ArrayLen", "93c0c0"}, // three elements in two bytes
+		{"ArrayLen", "91"},
 		{"ArrayLen", "ddffffffff"},
 		{"ArrayLen", "dc00"},
 		{"Bin", "a161"},
 		{"Bin", "c405"},
+		{"Bin", "c40201"},
+		{"Bin", "c4"},
 		{"Bin", "c6ffffffff00"},
 		{"Str", "c40161"},
 		{"Str", "a3616263"[:6]},
 		{"Str", "a2c328"},
+		{"Str", "a1"},
+		{"Str", "bf61"}, // fixstr of 31 bytes, one there
 		{"Str", "dbffffffff"},
 		{"Int", "cfffffffffffffffff"},
 		{"Int", "ca3fc00000"},
@@ -148,6 +157,9 @@ func TestReaderAliasesInput(t *testing.T) {
 	in[2], in[6] = 9, 'z'
 	if bin[0] != 9 || str[1] != 'z' {
 		t.Fatalf("Bin and Str copied: %x %q", bin, str)
+	}
+	if cap(bin) != len(bin) || cap(str) != len(str) {
+		t.Fatal("an append to Bin's or Str's bytes would write to the input")
 	}
 	var zero wire.Reader
 	if _, err := zero.Int(); !errors.Is(err, wire.ErrCorrupt) || zero.Len() != 0 {
