@@ -77,14 +77,9 @@ func Claimed(h descriptor.RingHandle) (bool, error) {
 // producer's mutex (its puts alone move tail), with no system call; any
 // other from its file (Claimed).
 func (t *Transport) Claimed(h descriptor.RingHandle) (bool, error) {
-	if list := t.owned.Load(); list != nil {
-		for _, p := range *list {
-			if p.name == h.Name {
-				if done, ok, err := p.claimed(h); ok {
-					return done, err
-				}
-				break
-			}
+	if p := t.ownRing(h.Name); p != nil {
+		if done, ok, err := p.claimed(h); ok {
+			return done, err
 		}
 	}
 	return Claimed(h)

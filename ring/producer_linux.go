@@ -59,19 +59,29 @@ func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(ds
 // (claimed or retired) and its space reclaimed. ok is false for a ring it
 // does not produce into, or closed.
 func (t *Transport) Reclaimed(name string) (tail uint64, ok bool) {
+	p := t.ownRing(name)
+	if p == nil {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0, false
+	}
+	return p.m.tail(), true
+}
+
+// ownRing is the producer of the ring file name that t created, or nil:
+// the published list, without t.mu.
+func (t *Transport) ownRing(name string) *producer {
 	if list := t.owned.Load(); list != nil {
 		for _, p := range *list {
 			if p.name == name {
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				if p.closed {
-					return 0, false
-				}
-				return p.m.tail(), true
+				return p
 			}
 		}
 	}
-	return 0, false
+	return nil
 }
 
 // put is Put under p.mu: it places and publishes one frame under the ring
