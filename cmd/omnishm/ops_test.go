@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -137,15 +136,6 @@ func canonical(t *testing.T, text []byte) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-func readVector(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(vectors, name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // descriptorKind says which path a descriptor line names.
