@@ -16,7 +16,6 @@ import (
 	"omnishm/internal/shmtest"
 	"omnishm/proc"
 	"omnishm/ring"
-	"omnishm/scope"
 )
 
 // waitSettled waits until n Recv calls wait in c's dispatcher and it has
@@ -298,7 +297,7 @@ func TestBusySweepRetriesAnIndexedFrame(t *testing.T) {
 		return connector.Dispatched(recv).RingScans > scans && connector.DispatchSettled(recv)
 	})
 	// The producer's lock, as a put in progress holds it.
-	lock := shmtest.HoldLock(t, scope.Path(d.HostRing.Name))
+	lock := conntest.HoldRing(t, d)
 	indexedDone := recvErr(indexed)
 	// Busy sweeps back off: let the retry's delay grow past a put.
 	sweeps := connector.Dispatched(recv).Sweeps

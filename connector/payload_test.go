@@ -144,33 +144,9 @@ func TestScalarFinish(t *testing.T) {
 	}
 }
 
-type codesStruct struct {
-	Audio *tensor.Tensor `msgpack:"audio,omitempty"`
-	Text  *tensor.Tensor `msgpack:"text,omitempty"`
-}
-
-type metaStruct struct {
-	Finished        *tensor.Tensor `msgpack:"finished,omitempty"`
-	LeftContextSize int            `msgpack:"left_context_size"`
-	Speaker         string         `msgpack:"speaker,omitempty"`
-}
-
-type payloadStruct struct {
-	Codes      *codesStruct   `msgpack:"codes,omitempty"`
-	Hidden     *tensor.Tensor `msgpack:"hidden,omitempty"`
-	Meta       *metaStruct    `msgpack:"meta,omitempty"`
-	KVMetadata map[string]any `msgpack:"kv_metadata,omitempty"`
-}
-
 func TestTypedPayloadKeepsOmittedDefaults(t *testing.T) {
 	sender, receiver := conntest.Edge(t, 4096)
-	audio := conntest.Codes(28, 0)["codes"].(*tensor.Tensor)
-	audio.Shape = []int{1, 28}
-	p := &payloadStruct{
-		Codes:      &codesStruct{Audio: audio},
-		Meta:       &metaStruct{Finished: tensor.Scalar(false), LeftContextSize: 0},
-		KVMetadata: map[string]any{"binary_handle": []byte{0, 0xff, 0x10}},
-	}
+	p := vectortest.TypedPayload(t)
 	if d := conntest.MustPut(t, sender, "0", "1", "typed", p); d.HostRing == nil {
 		t.Fatalf("typed payload took %v", d)
 	}
@@ -182,7 +158,7 @@ func TestTypedPayloadKeepsOmittedDefaults(t *testing.T) {
 	if keys := sortedKeys(c); !slices.Equal(keys, []string{"audio"}) {
 		t.Fatalf("codes keys %v", keys)
 	}
-	if !c["audio"].(*tensor.Tensor).Equal(audio) {
+	if !c["audio"].(*tensor.Tensor).Equal(p.Codes.Audio) {
 		t.Fatal("audio differs")
 	}
 	if v := m["meta"].(map[string]any)["left_context_size"]; v != int64(0) {

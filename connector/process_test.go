@@ -140,7 +140,7 @@ func TestDeadlineReceiveNeverWaitsForAnotherProcessRingLock(t *testing.T) {
 	for _, useDescriptor := range []bool{false, true} {
 		sender, receiver := conntest.Edge(t, 4096)
 		d := conntest.MustPut(t, sender, "0", "1", "locked", conntest.Codes(3, 0))
-		holder := shmtest.HoldLock(t, scope.Path(d.HostRing.Name))
+		holder := conntest.HoldRing(t, d)
 		var desc *connector.Descriptor
 		if useDescriptor {
 			desc = &d

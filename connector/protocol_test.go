@@ -231,7 +231,7 @@ func TestReceiveMissesAtOnceUnderAnotherProcessLock(t *testing.T) {
 			if c.describe {
 				desc = &d
 			}
-			holder := shmtest.HoldLock(t, scope.Path(d.HostRing.Name))
+			holder := conntest.HoldRing(t, d)
 			type result struct {
 				ok  bool
 				err error
@@ -270,7 +270,7 @@ func TestRecvWaitsForNoRingLock(t *testing.T) {
 	r := l.receiver()
 	l.fill(r, 1)
 	d := l.put(l.key(), 1) // moves head: the next sweep must look
-	holder := shmtest.HoldLock(t, scope.Path(d.HostRing.Name))
+	holder := conntest.HoldRing(t, d)
 	key := l.key()
 	done := make(chan error, 1)
 	go func() {

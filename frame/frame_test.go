@@ -241,53 +241,16 @@ func TestRoundTripEveryDType(t *testing.T) {
 	}
 }
 
-// Mirrors of the seed's OmniPayloadStruct (vllm_omni.data_entry_keys):
-// omitted defaults are absent from the map.
-type codesStruct struct {
-	Audio *tensor.Tensor `msgpack:"audio,omitempty"`
-	Video *tensor.Tensor `msgpack:"video,omitempty"`
-}
-
-type metaStruct struct {
-	Finished        *tensor.Tensor `msgpack:"finished,omitempty"`
-	LeftContextSize *int           `msgpack:"left_context_size,omitempty"`
-	Extra           string         `msgpack:"extra,omitempty"`
-}
-
-type omniPayload struct {
-	Codes      *codesStruct   `msgpack:"codes,omitempty"`
-	Hidden     *tensor.Tensor `msgpack:"hidden,omitempty"`
-	Meta       *metaStruct    `msgpack:"meta,omitempty"`
-	KVMetadata map[string]any `msgpack:"kv_metadata,omitempty"`
-	Skipped    string         `msgpack:"-"`
-	internal   int
-}
-
 func TestTypedPayloadMatchesReference(t *testing.T) {
-	ids := make([]int64, 28)
-	for i := range ids {
-		ids[i] = int64(i)
-	}
-	audio, err := tensor.FromSlice(ids, 1, 28)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zero := 0
-	payload := omniPayload{
-		Codes:      &codesStruct{Audio: audio},
-		Meta:       &metaStruct{Finished: tensor.Scalar(false), LeftContextSize: &zero},
-		KVMetadata: map[string]any{"binary_handle": []byte{0x00, 0xff, 0x10}},
-		Skipped:    "never sent",
-		internal:   1,
-	}
-	mp, err := wire.Marshal(payload)
+	payload := vectortest.TypedPayload(t)
+	mp, err := wire.Marshal(*payload) // a struct value, not only a pointer
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := vectortest.Read(t, "typed_payload.msgpack"); !bytes.Equal(mp, want) {
 		t.Fatalf("msgpack differs:\n got %x\nwant %x", mp, want)
 	}
-	_, ours := encode(t, &payload, 0)
+	_, ours := encode(t, payload, 0)
 	ref := vectortest.Read(t, "typed_payload.frame")
 	ours = bytes.ReplaceAll(ours, nonceOf(t, ours), nonceOf(t, ref))
 	if !bytes.Equal(ours, ref) {

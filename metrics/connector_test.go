@@ -183,7 +183,7 @@ func TestCollectorBusyRingKeepsLastCounts(t *testing.T) {
 	if before != 1 {
 		t.Fatalf("ready frames %v, want 1", before)
 	}
-	l := shmtest.HoldLock(t, "/dev/shm/"+d.HostRing.Name)
+	l := conntest.HoldRing(t, d)
 	defer l.Release(t)
 	if after := metric(t, gather(t, c), "omnishm_connector_ring_ready_frames{from=0,to=1}").GetGauge().GetValue(); after != before {
 		t.Fatalf("ready frames while busy %v, want the last %v", after, before)

@@ -84,7 +84,7 @@ func TestStateCollectorNeverWaitsForARingLock(t *testing.T) {
 	s := shmtest.Scope(t)
 	sender := conntest.Open(t, s, "0", ring.MinCapacity)
 	d := conntest.MustPut(t, sender, "0", "1", shmtest.Key("held"), conntest.Codes(3, 0))
-	l := shmtest.HoldLock(t, "/dev/shm/"+d.HostRing.Name)
+	l := conntest.HoldRing(t, d)
 	defer l.Release(t)
 	ms := gather(t, metrics.NewStateCollector(shmstate.Options{Scopes: []string{s}}))
 	busy := 0

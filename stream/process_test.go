@@ -17,7 +17,6 @@ import (
 	"omnishm/connector"
 	"omnishm/internal/conntest"
 	"omnishm/internal/shmtest"
-	"omnishm/proc"
 	"omnishm/ring"
 )
 
@@ -193,17 +192,6 @@ func releaseDrained(t *testing.T, p *shmtest.Proc) {
 	p.Exited(t, wait)
 }
 
-// childID is the identity of a running child, as its ReaderOptions.Sender.
-func childID(t *testing.T, p *shmtest.Proc) proc.ID {
-	t.Helper()
-	pid := p.Cmd.Process.Pid
-	start, err := proc.StartTime(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return proc.ID{PID: pid, Start: start}
-}
-
 // TestCrossProcessInterleaved: a producer process interleaves the chunks of
 // many requests; one reader per request, all on one connector, gets each
 // request's chunks once, in order, with the finish mark on the last.
@@ -220,7 +208,7 @@ func TestCrossProcessInterleaved(t *testing.T) {
 		defer cancel()
 		var wg sync.WaitGroup
 		errs := make([]error, requests)
-		sender := childID(t, p)
+		sender := p.ID(t)
 		for r, id := range ids {
 			rd := mustReader(t, recv, id, ReaderOptions{Sender: sender})
 			wg.Go(func() { errs[r] = readAll(ctx, rd, r, chunks) })
@@ -359,7 +347,7 @@ func TestSenderGoneWhenKilled(t *testing.T) {
 		t.Run(rc.Name, func(t *testing.T) {
 			req := shmtest.Key("req")
 			recv, p := startStalled(t, rc.Bytes, 3, req)
-			rd := mustReader(t, recv, req, ReaderOptions{Sender: childID(t, p), ProgressTimeout: time.Hour})
+			rd := mustReader(t, recv, req, ReaderOptions{Sender: p.ID(t), ProgressTimeout: time.Hour})
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()
 			for n := range 3 {

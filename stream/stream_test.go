@@ -503,12 +503,7 @@ func TestIdleWatchesAreBounded(t *testing.T) {
 	for i := range ids {
 		kids[i] = shmtest.Start(t, "wait")
 		kids[i].Expect(t, wait, "ready")
-		pid := kids[i].Cmd.Process.Pid
-		start, err := proc.StartTime(pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = proc.ID{PID: pid, Start: start}
+		ids[i] = kids[i].ID(t)
 	}
 	open := func(id proc.ID) bool { watchesMu.Lock(); defer watchesMu.Unlock(); return watches[id] != nil }
 	watchesMu.Lock() // start with none idle: earlier tests' may still be

@@ -13,8 +13,8 @@ import (
 	"omnishm/wire"
 )
 
-// vectors is the vector directory for the tests of other commands here;
-// the codec tests read it through vectortest.
+// vectors is the vector directory, relative to this package, for bench's
+// --payload flag; the other tests read vectors through vectortest.
 const vectors = "../../testdata/vectors"
 
 // TestDecodeVectors: decoding every vector file prints the case's JSON

@@ -76,8 +76,8 @@ func deadCopy(t *testing.T, s string, producer *cliProc, ringName string) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	watchdogs := shmtest.Children(producer.cmd.Process.Pid)
-	producer.cmd.Process.Kill()
+	watchdogs := shmtest.Children(producer.Cmd.Process.Pid)
+	producer.Cmd.Process.Kill()
 	producer.wait(t)
 	shmtest.Eventually(t, 20*time.Second, "the killed producer's watchdog to finish", func() bool {
 		return !slices.ContainsFunc(watchdogs, shmtest.Running)
@@ -86,7 +86,7 @@ func deadCopy(t *testing.T, s string, producer *cliProc, ringName string) string
 	if err := os.MkdirAll(n.RingDir(), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	name := n.EdgePrefix("0", "1") + strconv.Itoa(producer.cmd.Process.Pid) + "_00000000000000000000000000dead01"
+	name := n.EdgePrefix("0", "1") + strconv.Itoa(producer.Cmd.Process.Pid) + "_00000000000000000000000000dead01"
 	path := filepath.Join(scope.ShmDir, name)
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestInspectLiveAndDeadRings(t *testing.T) {
 		t.Fatalf("ring %s not shown: %+v", desc.HostRing.Name, sc)
 	}
 	if live.Producer != shmstate.Alive || live.Busy || live.Ready != 1 || live.Done != 0 || !slices.Equal(live.ReadyKeys, []string{key}) ||
-		!live.Marker || live.From != "0" || live.To != "1" || live.PID != send.cmd.Process.Pid ||
+		!live.Marker || live.From != "0" || live.To != "1" || live.PID != send.Cmd.Process.Pid ||
 		live.Capacity != ring.DefaultCapacity || live.Used == 0 || live.Error != "" {
 		t.Errorf("live ring = %+v", live)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"omnishm/internal/shmtest"
+	"omnishm/internal/vectortest"
 	"omnishm/natsconn"
 )
 
@@ -45,7 +46,7 @@ func TestNatsSendRecvRoundTrip(t *testing.T) {
 	url := natsServer(t)
 	cfg := natsConfig(t, url)
 	for i, c := range []string{"tree_float32", "tree_bfloat16", "typed_payload", "scalars"} {
-		payload := readVector(t, c)
+		payload := vectortest.Read(t, c+".json")
 		key := shmtest.Key(c)
 		send := startCLI(t, payload, "send", "--config", cfg, "--from", "0", "--to", "1", "--key", key)
 		desc := send.line(t)

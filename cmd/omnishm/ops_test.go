@@ -4,11 +4,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -27,14 +24,14 @@ const patience = 20 * time.Second
 // cliProc is a long-running `omnishm` child (send, mostly) whose stdout is
 // read line by line while it runs.
 type cliProc struct {
-	cmd    *exec.Cmd
-	child  *reexec.Child
+	*shmtest.Proc
 	stderr bytes.Buffer
 	mu     sync.Mutex
 }
 
 // startCLI starts `omnishm args...` with stdin as its input. It is killed
-// when the test ends if it is still running.
+// when the test ends if it is still running; its stderr is logged then if
+// the test failed.
 func startCLI(t *testing.T, stdin []byte, args ...string) *cliProc {
 	t.Helper()
 	p := &cliProc{}
@@ -44,8 +41,13 @@ func startCLI(t *testing.T, stdin []byte, args ...string) *cliProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.child, p.cmd = c, c.Cmd()
-	t.Cleanup(c.Kill) // no-op once it has exited
+	// Registered first, so it runs after the kill and reads all of stderr.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("omnishm %q: %v; stderr %q", args, c.Err(), p.errText())
+		}
+	})
+	p.Proc = shmtest.Adopt(t, c)
 	go func() {
 		c.Write(stdin)
 		c.CloseInput()
@@ -67,33 +69,15 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 // line returns the child's next stdout line.
 func (p *cliProc) line(t *testing.T) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	l, err := p.child.Line(ctx)
-	switch {
-	case err == nil:
-		return l
-	case ctx.Err() != nil:
-		t.Fatalf("no line from child within %v; stderr %q", patience, p.errText())
-	default:
-		<-p.child.Done()
-		t.Fatalf("child ended (status %d) without a line (%v); stderr %q", p.code(), err, p.errText())
-	}
-	return ""
+	return p.Line(t, patience)
 }
 
 // wait returns the child's exit status.
 func (p *cliProc) wait(t *testing.T) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	if p.child.Wait(ctx); ctx.Err() != nil {
-		t.Fatalf("child did not exit within %v; stderr %q", patience, p.errText())
-	}
-	return p.code()
+	p.Wait(t, patience) // its error is the status's
+	return p.Cmd.ProcessState.ExitCode()
 }
-
-func (p *cliProc) code() int { return p.cmd.ProcessState.ExitCode() }
 
 func (p *cliProc) errText() string {
 	p.mu.Lock()
@@ -101,7 +85,7 @@ func (p *cliProc) errText() string {
 	return p.stderr.String()
 }
 
-func (p *cliProc) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
+func (p *cliProc) signal(sig syscall.Signal) { p.Cmd.Process.Signal(sig) }
 
 // opsScope returns a unique scope whose empty directories are removed when
 // the test ends (the connector removes its files; directories shared by
@@ -137,15 +121,6 @@ func canonical(t *testing.T, text []byte) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-func readVector(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(vectors, name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // descriptorKind says which path a descriptor line names.

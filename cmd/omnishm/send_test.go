@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"omnishm/internal/shmtest"
+	"omnishm/internal/vectortest"
 	"omnishm/scope"
 )
 
@@ -25,7 +26,7 @@ func TestSendRecvRoundTrip(t *testing.T) {
 		t.Run(ring.name, func(t *testing.T) {
 			s := opsScope(t)
 			for i, c := range roundTripCases {
-				payload := readVector(t, c)
+				payload := vectortest.Read(t, c+".json")
 				key := shmtest.Key(c)
 				send := startCLI(t, payload, "send", "--scope", s, "--from", "0", "--to", "1", "--key", key, "--ring-bytes", ring.bytes)
 				desc := send.line(t)

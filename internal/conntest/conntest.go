@@ -126,6 +126,17 @@ func Edge(tb testing.TB, ringBytes int) (sender, receiver *connector.SHM) {
 	return Open(tb, s, "0", ringBytes), Open(tb, s, "1", ringBytes)
 }
 
+// HoldRing holds the lock of the ring d's frame is in, as a put in
+// progress holds it, from a child process: until Release, or the test's
+// end.
+func HoldRing(tb testing.TB, d connector.Descriptor) *shmtest.Lock {
+	tb.Helper()
+	if d.HostRing == nil {
+		tb.Fatalf("descriptor %v names no ring frame", d)
+	}
+	return shmtest.HoldLock(tb, scope.Path(d.HostRing.Name))
+}
+
 // MustPut puts v and fails the test on an error.
 func MustPut(tb testing.TB, c connector.Transport, from, to, key string, v any) connector.Descriptor {
 	tb.Helper()

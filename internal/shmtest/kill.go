@@ -28,6 +28,17 @@ func (p *Proc) TrySend(line string) error { return p.child.Send(line) }
 // Pid is the child's process id.
 func (p *Proc) Pid() int { return p.child.Pid() }
 
+// ID is the identity of the running child (pid and start time), as a
+// producer's ReaderOptions.Sender or a file's creator names it.
+func (p *Proc) ID(t testing.TB) proc.ID {
+	t.Helper()
+	start, err := proc.StartTime(p.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proc.ID{PID: p.Pid(), Start: start}
+}
+
 // Running reports whether pid is a process that has not exited. A zombie
 // has: in a container nobody may reap an orphaned child, such as a watchdog.
 func Running(pid int) bool {
@@ -83,10 +94,7 @@ func DeadProcess(t testing.TB) proc.ID {
 	t.Helper()
 	p := Start(t, idleRole)
 	p.Expect(t, 20*time.Second, "ready")
-	start, err := proc.StartTime(p.Pid())
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := p.ID(t)
 	p.Kill()
-	return proc.ID{PID: p.Pid(), Start: start}
+	return id
 }

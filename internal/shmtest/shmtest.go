@@ -157,6 +157,13 @@ func StartAs(t testing.TB, cred *syscall.Credential, role string, args ...string
 	if err != nil {
 		t.Fatal(err)
 	}
+	return Adopt(t, c)
+}
+
+// Adopt makes c, a child started in a role of the test binary's own (such
+// as the command line a cmd test runs), a Proc. It is killed when the test
+// ends if it is still running.
+func Adopt(t testing.TB, c *reexec.Child) *Proc {
 	t.Cleanup(c.Kill) // no-op once it has exited
 	return &Proc{Cmd: c.Cmd(), child: c}
 }
