@@ -123,8 +123,7 @@ func roleFanoutProducer(args []string) int {
 	ringBytes, _ := strconv.Atoi(args[1])
 	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: ringBytes})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return shmtest.ChildFailed(err)
 	}
 	defer c.Close()
 	n := wake.NewNotifier(c.Names().WakeDir)
@@ -141,8 +140,7 @@ func roleFanoutProducer(args []string) int {
 			return 0
 		}
 		if _, _, err := c.Put("0", "1", key, conntest.Codes(1, v)); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return shmtest.ChildFailed(err)
 		}
 	}
 }
@@ -233,7 +231,7 @@ func measureFanout(b *testing.B, n, ringBytes int, idle time.Duration) {
 			got[i] <- conntest.CodesOf(b, v)[0]
 		}()
 	}
-	shmtest.Eventually(b, wait, "every goroutine to reach its wait", func() bool { return recv.Waiting() == n })
+	shmtest.Eventually(b, shmtest.Patience, "every goroutine to reach its wait", func() bool { return recv.Waiting() == n })
 	time.Sleep(idle / 4) // settle: the safety re-poll backs off before the measured window
 	c0, w0 := shmtest.CPUTime(b), time.Now()
 	time.Sleep(idle)

@@ -41,7 +41,7 @@ func waitAsync(t *testing.T, ctx context.Context, c *connector.SHM, d connector.
 	before := connector.ClaimWaits(c)
 	done := make(chan error, 1)
 	go func() { done <- c.WaitClaimed(ctx, d) }()
-	shmtest.Eventually(t, wait, "WaitClaimed to begin", func() bool {
+	shmtest.Eventually(t, shmtest.Patience, "WaitClaimed to begin", func() bool {
 		return connector.ClaimWaits(c) > before || len(done) > 0
 	})
 	return done
@@ -50,7 +50,7 @@ func waitAsync(t *testing.T, ctx context.Context, c *connector.SHM, d connector.
 // result waits for a WaitClaimed started by waitAsync (or a Shutdown).
 func result(t *testing.T, done <-chan error) error {
 	t.Helper()
-	return shmtest.Await(t, wait, "the wait to return", done)
+	return shmtest.Await(t, shmtest.Patience, "the wait to return", done)
 }
 
 // notYet fails the test if a WaitClaimed (or Shutdown) has returned
@@ -126,17 +126,17 @@ func TestWaitClaimedByAnotherProcess(t *testing.T) {
 			sender := conntest.Open(t, s, "0", p.ringBytes)
 			key, d := putOn(t, sender, "xclaim", p.seg)
 			r := shmtest.Start(t, "receiver", s, key)
-			r.Expect(t, wait, "ready")
+			r.Expect(t, shmtest.Patience, "ready")
 			done := waitAsync(t, context.Background(), sender, d)
 			notYet(t, done) // the child claims only once told to
 			r.Send(t, "go")
 			// The child's line first: a wait that never ends then says
 			// whether the child took the publication at all.
-			r.Expect(t, wait, "[1,2,3,4,5,6,7,8]")
+			r.Expect(t, shmtest.Patience, "[1,2,3,4,5,6,7,8]")
 			if err := result(t, done); err != nil {
 				t.Fatalf("WaitClaimed: %v", err)
 			}
-			r.Exited(t, wait)
+			r.Exited(t, shmtest.Patience)
 			if ok, err := sender.Claimed(d); !ok || err != nil {
 				t.Fatalf("Claimed after WaitClaimed: %v %v", ok, err)
 			}

@@ -22,7 +22,7 @@ import (
 // tried every one of them once.
 func waitSettled(t *testing.T, c *connector.SHM, n int) {
 	t.Helper()
-	shmtest.Eventually(t, wait, strconv.Itoa(n)+" waiters to settle", func() bool {
+	shmtest.Eventually(t, shmtest.Patience, strconv.Itoa(n)+" waiters to settle", func() bool {
 		return c.Waiting() == n && connector.DispatchSettled(c)
 	})
 }
@@ -37,7 +37,7 @@ func TestThousandWaitersServedByAnotherProcess(t *testing.T) {
 			recv := conntest.Open(t, sc, "1", rc.Bytes)
 			p := shmtest.Start(t, "fanout", sc, strconv.Itoa(rc.Bytes))
 			defer p.Send(t, "")
-			ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*shmtest.Patience)
 			defer cancel()
 			keys := make([]string, n)
 			for i := range keys {
@@ -211,7 +211,7 @@ func TestMessageNamesTheProducer(t *testing.T) {
 				t.Fatalf("GetMessage: %+v ok=%v err=%v, want producer %v", m, ok, err, rc.want)
 			}
 			key = shmtest.Key("who-waits")
-			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			ctx, cancel := context.WithTimeout(context.Background(), shmtest.Patience)
 			defer cancel()
 			got := make(chan connector.Message, 1)
 			go func() {
@@ -279,7 +279,7 @@ func unpolledEdge(t *testing.T) (send, recv *connector.SHM) {
 // retry can deliver it.
 func TestBusySweepRetriesAnIndexedFrame(t *testing.T) {
 	send, recv := unpolledEdge(t)
-	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	ctx, cancel := context.WithTimeout(t.Context(), shmtest.Patience)
 	defer cancel()
 	other, indexed, wake := shmtest.Key("other"), shmtest.Key("indexed"), shmtest.Key("wake")
 	recvErr := func(key string) chan error {
@@ -293,7 +293,7 @@ func TestBusySweepRetriesAnIndexedFrame(t *testing.T) {
 	waitSettled(t, recv, 1)
 	scans := connector.Dispatched(recv).RingScans
 	d := conntest.MustPut(t, send, "0", "1", indexed, conntest.Codes(1, 1))
-	shmtest.Eventually(t, wait, "the frame swept", func() bool {
+	shmtest.Eventually(t, shmtest.Patience, "the frame swept", func() bool {
 		return connector.Dispatched(recv).RingScans > scans && connector.DispatchSettled(recv)
 	})
 	// The producer's lock, as a put in progress holds it.
@@ -301,7 +301,7 @@ func TestBusySweepRetriesAnIndexedFrame(t *testing.T) {
 	indexedDone := recvErr(indexed)
 	// Busy sweeps back off: let the retry's delay grow past a put.
 	sweeps := connector.Dispatched(recv).Sweeps
-	shmtest.Eventually(t, wait, "busy retries", func() bool { return connector.Dispatched(recv).Sweeps >= sweeps+6 })
+	shmtest.Eventually(t, shmtest.Patience, "busy retries", func() bool { return connector.Dispatched(recv).Sweeps >= sweeps+6 })
 	lock.Release(t)
 	conntest.MustPut(t, send, "0", "1", wake, conntest.Codes(1, 2)) // a wakeup, a new frame
 	if err := <-indexedDone; err != nil {
@@ -345,7 +345,7 @@ func TestFramePutAtTheRecheckLimitIsServed(t *testing.T) {
 	waitSettled(t, recv, 1)
 	armed.Store(true)
 	put(shmtest.Key("filler")) // the leader sleeps: this one wakes it
-	if err := shmtest.Await(t, wait, "the Recv of the frame put at the limit", done); err != nil {
+	if err := shmtest.Await(t, shmtest.Patience, "the Recv of the frame put at the limit", done); err != nil {
 		t.Fatalf("Recv: %v", err)
 	}
 	for range connector.RecheckLimit + 2 {

@@ -78,7 +78,7 @@ func TestRecvPastAPlantedSymlink(t *testing.T) {
 	if err := os.Symlink(target, scope.Path(key)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(context.Background(), shmtest.Patience)
 	defer cancel()
 	type result struct {
 		v   any
@@ -89,7 +89,7 @@ func TestRecvPastAPlantedSymlink(t *testing.T) {
 		v, _, err := receiver.Recv(ctx, "0", key)
 		done <- result{v, err}
 	}()
-	shmtest.Eventually(t, wait, "Recv to meet the symlink", func() bool { return warns.Count() > 0 })
+	shmtest.Eventually(t, shmtest.Patience, "Recv to meet the symlink", func() bool { return warns.Count() > 0 })
 	conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(3, 9))
 	r := <-done
 	if r.err != nil {
@@ -132,11 +132,11 @@ func roleAsNobody(args []string) int {
 	}
 	sender, err := open("0")
 	if err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	receiver, err := open("1")
 	if err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	own := 0
 	deliver := func() error {
@@ -157,7 +157,7 @@ func roleAsNobody(args []string) int {
 		return nil
 	}
 	if err := deliver(); err != nil { // makes the ring directory too
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	shmtest.Say("ready")
 	shmtest.Hear()
@@ -210,7 +210,7 @@ func TestOtherUsersFilesUnopenable(t *testing.T) {
 		}
 	}
 	child := shmtest.StartAs(t, &syscall.Credential{Uid: nobody, Gid: nobody}, "asnobody", s, bothRoot, rootLock, lockOnly)
-	if l := child.Line(t, wait); l != "ready" {
+	if l := child.Line(t, shmtest.Patience); l != "ready" {
 		t.Fatalf("child: %s", l)
 	}
 	plant(scope.Path(bothRoot), []byte("\xa5root's"), 0)
@@ -228,10 +228,10 @@ func TestOtherUsersFilesUnopenable(t *testing.T) {
 	child.Send(t, "go")
 	// Two warnings: one for the files at keys, one for the ring, rejected
 	// once and not tried again.
-	if l := child.Line(t, wait); l != "ok 2" {
+	if l := child.Line(t, shmtest.Patience); l != "ok 2" {
 		t.Fatalf("child: %s, want ok and two warnings", l)
 	}
-	if err := child.Wait(t, wait); err != nil {
+	if err := child.Wait(t, shmtest.Patience); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -368,7 +368,7 @@ func checkCodes(tb testing.TB, v any, n int, start int64) {
 
 func mustRecv(tb testing.TB, c *connector.SHM, key string) any {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(context.Background(), shmtest.Patience)
 	defer cancel()
 	v, _, err := c.Recv(ctx, "0", key)
 	if err != nil {
@@ -392,7 +392,7 @@ const (
 func roleBatchProducer(args []string) int {
 	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: hostileRing})
 	if err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	defer c.Close()
 	shmtest.Say("ready")
@@ -404,10 +404,10 @@ func roleBatchProducer(args []string) int {
 		}
 		for j := i * batch; j < (i+1)*batch; j++ {
 			if _, _, err := c.Put("0", "1", args[1]+"_r"+strconv.Itoa(j), conntest.Codes(ringCodes, int64(j))); err != nil {
-				return childFailed(err)
+				return shmtest.ChildFailed(err)
 			}
 			if _, _, err := c.Put("0", "1", args[1]+"_k"+strconv.Itoa(j), conntest.Codes(keyCodes, int64(j))); err != nil {
-				return childFailed(err)
+				return shmtest.ChildFailed(err)
 			}
 		}
 		shmtest.Say("ok")
@@ -436,15 +436,15 @@ func BenchmarkHostileEdge(b *testing.B) {
 			receiver, _ := conntest.OpenWarned(b, s, "1", hostileRing)
 			prefix := shmtest.Key("hostile")
 			p := shmtest.Start(b, "batchproducer", s, prefix)
-			if l := p.Line(b, wait); l != "ready" {
+			if l := p.Line(b, shmtest.Patience); l != "ready" {
 				b.Fatal(l)
 			}
-			b.Cleanup(func() { p.Send(b, "exit"); p.Wait(b, wait) })
+			b.Cleanup(func() { p.Send(b, "exit"); p.Wait(b, shmtest.Patience) })
 			i := 0
 			start := shmtest.CPUTime(b)
 			for b.Loop() {
 				p.Send(b, "put "+strconv.Itoa(i))
-				if l := p.Line(b, wait); l != "ok" {
+				if l := p.Line(b, shmtest.Patience); l != "ok" {
 					b.Fatal(l)
 				}
 				for j := i * batch; j < (i+1)*batch; j++ {

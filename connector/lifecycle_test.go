@@ -142,7 +142,7 @@ func putBoth(t *testing.T, c *connector.SHM) (keys []string, files []string) {
 // replaces key's publication (Shutdown then waits for the latest).
 func refusing(t *testing.T, c *connector.SHM, key string, v any) {
 	t.Helper()
-	shmtest.Eventually(t, wait, "Shutdown to refuse puts", func() bool {
+	shmtest.Eventually(t, shmtest.Patience, "Shutdown to refuse puts", func() bool {
 		_, _, err := c.Put("0", "1", key, v)
 		if err != nil && !errors.Is(err, connector.ErrClosed) {
 			t.Fatalf("put during Shutdown: %v", err)
@@ -160,7 +160,7 @@ func TestShutdownWaitsForConsumers(t *testing.T) {
 	var readers []*shmtest.Proc
 	for _, k := range keys {
 		r := shmtest.Start(t, "receiver", s, k)
-		r.Expect(t, wait, "ready")
+		r.Expect(t, shmtest.Patience, "ready")
 		readers = append(readers, r)
 	}
 	done := make(chan error, 1)
@@ -171,10 +171,10 @@ func TestShutdownWaitsForConsumers(t *testing.T) {
 	for _, r := range readers {
 		notYet(t, done) // a publication is still unclaimed
 		r.Send(t, "go")
-		if l := r.Line(t, wait); l == "miss" {
+		if l := r.Line(t, shmtest.Patience); l == "miss" {
 			t.Fatal("a consumer missed its publication")
 		}
-		r.Exited(t, wait)
+		r.Exited(t, shmtest.Patience)
 	}
 	if err := result(t, done); err != nil {
 		t.Fatalf("Shutdown: %v", err)

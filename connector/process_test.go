@@ -5,7 +5,6 @@ package connector_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -57,12 +56,10 @@ func openChild(stage connector.Stage, args []string) (connector.Receiver, []stri
 	return c, args[1:], err
 }
 
-const wait = 20 * time.Second
-
 func startProducer(t *testing.T, scope string, ringBytes int, key string, n, start int) (*shmtest.Proc, *connector.Descriptor) {
 	t.Helper()
 	p := shmtest.Start(t, "producer", scope, strconv.Itoa(ringBytes), key, strconv.Itoa(n), strconv.Itoa(start))
-	return p, conntest.ParseDescriptor(t, p.Line(t, wait), key)
+	return p, conntest.ParseDescriptor(t, p.Line(t, shmtest.Patience), key)
 }
 
 func TestCrossProcessPutAndGet(t *testing.T) {
@@ -81,17 +78,17 @@ func TestCrossProcessPutAndGet(t *testing.T) {
 			}
 			conntest.Missing(t, receiver, "0", "1", key, nil)
 			p.Send(t, "close")
-			p.Expect(t, wait, "closed")
+			p.Expect(t, shmtest.Patience, "closed")
 
 			// And the other way round: the parent produces, a child receives.
 			sender := conntest.Open(t, s, "0", ringBytes)
 			key2 := shmtest.Key("xproc-back")
 			conntest.MustPut(t, sender, "0", "1", key2, conntest.Codes(5, 7))
 			r := shmtest.Start(t, "receiver", s, key2)
-			r.Line(t, wait)
+			r.Line(t, shmtest.Patience)
 			r.Send(t, "go")
-			r.Expect(t, wait, "[7,8,9,10,11]")
-			r.Exited(t, wait)
+			r.Expect(t, shmtest.Patience, "[7,8,9,10,11]")
+			r.Exited(t, shmtest.Patience)
 		})
 	}
 }
@@ -105,15 +102,15 @@ func TestTwoReaderProcessesClaimExactlyOnce(t *testing.T) {
 			d := conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(56, 0))
 			readers := []*shmtest.Proc{shmtest.Start(t, "receiver", s, key), shmtest.Start(t, "receiver", s, key)}
 			for _, r := range readers {
-				r.Line(t, wait)
+				r.Line(t, shmtest.Patience)
 			}
 			for _, r := range readers {
 				r.Send(t, "go")
 			}
 			var got []string
 			for _, r := range readers {
-				got = append(got, r.Line(t, wait))
-				r.Exited(t, wait)
+				got = append(got, r.Line(t, shmtest.Patience))
+				r.Exited(t, shmtest.Patience)
 			}
 			misses := 0
 			for _, g := range got {
@@ -163,7 +160,7 @@ func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 	// Attach the live ring without claiming its frame.
 	conntest.Missing(t, receiver, "0", "1", "not-published", nil)
 	p.Send(t, "exit") // leaves without closing: its frame stays in the ring
-	p.Exited(t, wait)
+	p.Exited(t, shmtest.Patience)
 	conntest.Missing(t, receiver, "0", "1", "restart", old)
 	conntest.Missing(t, receiver, "0", "1", "restart", nil)
 	replacement := conntest.Open(t, s, "0", ring.DefaultCapacity)
@@ -171,7 +168,7 @@ func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 	if got := conntest.CodesOf(t, conntest.MustGet(t, receiver, "0", "1", "restart", nil)); got[0] != 22 {
 		t.Fatalf("got %v: a dead producer's frame was delivered", got)
 	}
-	shmtest.Eventually(t, wait, "the watchdog to remove the dead producer's ring", func() bool {
+	shmtest.Eventually(t, shmtest.Patience, "the watchdog to remove the dead producer's ring", func() bool {
 		return shmtest.Absent(scope.Path(old.HostRing.Name))
 	})
 }
@@ -181,7 +178,7 @@ func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 	ringKey, bigKey := shmtest.Key("killed-ring"), shmtest.Key("killed-big")
 	p, ringDesc := startProducer(t, s, ring.DefaultCapacity, ringKey, 3, 0)
 	p.Send(t, "put "+bigKey+" 200000 0") // 1.6 MB: beyond a quarter of the ring
-	if bigDesc := conntest.ParseDescriptor(t, p.Line(t, wait), bigKey); bigDesc.Shm == nil || ringDesc.HostRing == nil {
+	if bigDesc := conntest.ParseDescriptor(t, p.Line(t, shmtest.Patience), bigKey); bigDesc.Shm == nil || ringDesc.HostRing == nil {
 		t.Fatalf("descriptors %v %v", ringDesc, bigDesc)
 	}
 	names := scope.New(s)
@@ -190,7 +187,7 @@ func TestKilledProducerLeavesNoPayloadFiles(t *testing.T) {
 	p.Kill()
 	// The watchdog removes them all, the ring's marker with the registry
 	// stamp update a receiver caches discovery on.
-	shmtest.Eventually(t, wait, "the killed producer's files to be removed", func() bool { return shmtest.Absent(files...) })
+	shmtest.Eventually(t, shmtest.Patience, "the killed producer's files to be removed", func() bool { return shmtest.Absent(files...) })
 	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
 	conntest.Missing(t, receiver, "0", "1", ringKey, nil)
 }
@@ -200,13 +197,13 @@ func TestWakeupEndsABlockedRecv(t *testing.T) {
 		s := shmtest.Scope(t)
 		key := shmtest.Key("wake")
 		r := shmtest.Start(t, "recv", s, key, "60s")
-		r.Expect(t, wait, "waiting")
+		r.Expect(t, shmtest.Patience, "waiting")
 		sender := conntest.Open(t, s, "0", ringBytes)
 		// The child's FIFO exists once it said "waiting"; it polls only hourly,
 		// so only the put's wakeup can end its Recv before our line timeout.
 		conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(3, 42))
-		r.Expect(t, wait, "got 42")
-		r.Exited(t, wait)
+		r.Expect(t, shmtest.Patience, "got 42")
+		r.Exited(t, shmtest.Patience)
 	}
 }
 
@@ -224,26 +221,21 @@ func rolePending(args []string) int {
 	size, _ := strconv.Atoi(args[4])
 	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: ringBytes})
 	if err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	r, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "1", HostRingBytes: ringBytes})
 	if err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	defer r.Close()
 	for i := range n {
 		if _, _, err := c.Put("0", "1", fmt.Sprintf("%s_%d", args[2], i), make([]byte, size)); err != nil {
-			return childFailed(err)
+			return shmtest.ChildFailed(err)
 		}
 	}
 	shmtest.Say("put")
 	shmtest.Hear()
 	return 0
-}
-
-func childFailed(err error) int {
-	fmt.Fprintln(os.Stderr, "child:", err)
-	return 1
 }
 
 func TestKilledProcessLeavesNothing(t *testing.T) {
@@ -261,12 +253,12 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 			names := scope.New(s)
 			prefix := shmtest.Key("killed")
 			p := shmtest.Start(t, "pending", s, strconv.Itoa(c.ringBytes), prefix, strconv.Itoa(c.n), strconv.Itoa(c.size))
-			p.Expect(t, wait, "put")
+			p.Expect(t, shmtest.Patience, "put")
 			if len(conntest.Files(names, prefix)) == 0 {
 				t.Fatal("the child made no files")
 			}
 			p.Kill()
-			shmtest.Eventually(t, wait, "the killed process's files to be removed", func() bool {
+			shmtest.Eventually(t, shmtest.Patience, "the killed process's files to be removed", func() bool {
 				return len(conntest.Files(names, prefix)) == 0
 			})
 		})
@@ -281,12 +273,12 @@ func roleFlood(args []string) int {
 	size, _ := strconv.Atoi(args[3])
 	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: ringBytes})
 	if err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	payload := make([]byte, size)
 	for i := 0; ; i++ {
 		if _, _, err := c.Put("0", "1", fmt.Sprintf("%s_%d", args[2], i), payload); err != nil {
-			return childFailed(err)
+			return shmtest.ChildFailed(err)
 		}
 		if i == 0 {
 			shmtest.Say("putting")
@@ -348,7 +340,7 @@ func TestSkippedWakeupsLoseNone(t *testing.T) {
 			s := shmtest.Scope(t)
 			prefix := shmtest.Key("sleep")
 			r := shmtest.Start(t, "sleeper", s, prefix, strconv.Itoa(tc.waiters), strconv.Itoa(tc.messages))
-			r.Expect(t, wait, "ready")
+			r.Expect(t, shmtest.Patience, "ready")
 			sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
 			put := func(g, j int) {
 				if j > 0 {
@@ -361,7 +353,7 @@ func TestSkippedWakeupsLoseNone(t *testing.T) {
 			}
 			for range tc.waiters * tc.messages {
 				var g, j int
-				l := r.Line(t, wait)
+				l := r.Line(t, shmtest.Patience)
 				if _, err := fmt.Sscanf(l, "got %d %d", &g, &j); err != nil {
 					t.Fatalf("receiver: %s", l)
 				}
@@ -369,10 +361,10 @@ func TestSkippedWakeupsLoseNone(t *testing.T) {
 					put(g, j+1)
 				}
 			}
-			if l := r.Line(t, wait); l != "done" {
+			if l := r.Line(t, shmtest.Patience); l != "done" {
 				t.Fatal(l)
 			}
-			if err := r.Wait(t, wait); err != nil {
+			if err := r.Wait(t, shmtest.Patience); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -389,13 +381,13 @@ func TestProducerKilledMidPutLeavesNothing(t *testing.T) {
 		names := scope.New(s)
 		prefix := shmtest.Key("midput")
 		p := shmtest.Start(t, "flood", s, strconv.Itoa(connector.NoRing), prefix, strconv.Itoa(4<<20))
-		p.Expect(t, wait, "putting")
+		p.Expect(t, shmtest.Patience, "putting")
 		// Let it get some way into later puts: the kill lands wherever it is.
-		shmtest.Eventually(t, wait, "a few more puts", func() bool {
+		shmtest.Eventually(t, shmtest.Patience, "a few more puts", func() bool {
 			return len(conntest.Files(names, prefix)) >= 2*(1+i%4)
 		})
 		p.Kill()
-		shmtest.Eventually(t, wait, "the killed producer's files to be removed", func() bool {
+		shmtest.Eventually(t, shmtest.Patience, "the killed producer's files to be removed", func() bool {
 			return len(conntest.Files(names, prefix)) == 0
 		})
 	}
@@ -407,7 +399,7 @@ func TestOnlyOwnFIFOsAreTracked(t *testing.T) {
 	s := shmtest.Scope(t)
 	names := scope.New(s)
 	other := shmtest.Start(t, "recv", s, shmtest.Key("never"), "1h")
-	other.Expect(t, wait, "waiting")
+	other.Expect(t, shmtest.Patience, "waiting")
 	theirs, _ := filepath.Glob(names.WakeDir + "/1_*")
 	if len(theirs) != 1 {
 		t.Fatalf("the other receiver's FIFOs: %v", theirs)
@@ -429,5 +421,5 @@ func TestOnlyOwnFIFOsAreTracked(t *testing.T) {
 	}
 	// A receiver that never put anything has a watchdog too, for its FIFO.
 	other.Kill()
-	shmtest.Eventually(t, wait, "the killed receiver's FIFO to be removed", func() bool { return shmtest.Absent(theirs[0]) })
+	shmtest.Eventually(t, shmtest.Patience, "the killed receiver's FIFO to be removed", func() bool { return shmtest.Absent(theirs[0]) })
 }

@@ -327,7 +327,7 @@ func TestRingOfAReusedPidIsNotAttached(t *testing.T) {
 			}
 			conntest.Missing(t, r, "0", "1", key, desc)
 			p.Send(t, "close")
-			p.Expect(t, wait, "closed")
+			p.Expect(t, shmtest.Patience, "closed")
 		})
 	}
 }

@@ -61,7 +61,7 @@ func soakSeed(key string) uint64 {
 func roleSoakProducer(args []string) int {
 	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", HostRingBytes: soakRingBytes})
 	if err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	stop := make(chan struct{})
 	go func() {
@@ -81,7 +81,7 @@ func roleSoakProducer(args []string) int {
 		size := soakSize(seq)
 		_, d, err := c.Put("0", "1", key, shmtest.Payload(size, soakSeed(key)))
 		if err != nil {
-			return childFailed(err)
+			return shmtest.ChildFailed(err)
 		}
 		path := "ring"
 		if d.Shm != nil {
@@ -97,7 +97,7 @@ func roleSoakProducer(args []string) int {
 func roleSoakReceiver(args []string) int {
 	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "1", HostRingBytes: soakRingBytes})
 	if err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	var mu sync.Mutex
 	want := map[string]bool{}
@@ -401,7 +401,7 @@ drain:
 		sp.p.Kill()
 	}
 	cancel()
-	deadline := time.Now().Add(wait)
+	deadline := time.Now().Add(shmtest.Patience)
 	for len(conntest.Files(names, base)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -447,7 +447,7 @@ func TestConcurrentPutGetCleanupClose(t *testing.T) {
 		}
 		return conntest.Codes(8, int64(i))
 	}
-	deadline := time.Now().Add(wait)
+	deadline := time.Now().Add(shmtest.Patience)
 
 	// Claimers sweep the published, unresolved keys until stopped (or,
 	// for c, closed). A second claim of a key is what this test catches.
@@ -535,7 +535,7 @@ func TestConcurrentPutGetCleanupClose(t *testing.T) {
 
 	// Phase 1: everything published is claimed or retired, exactly once.
 	produce(0, phase, func() {})
-	shmtest.Eventually(t, wait, "every payload claimed or retired", func() bool {
+	shmtest.Eventually(t, shmtest.Patience, "every payload claimed or retired", func() bool {
 		for i := range phase {
 			if st[i].claims.Load() == 0 && !st[i].retired.Load() {
 				return false

@@ -7,14 +7,11 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"omnishm/internal/shmtest"
 )
-
-const patience = 20 * time.Second
 
 // event encodes one inotify event as the kernel does, the name NUL-padded.
 func rawEvent(wd int32, mask uint32, name string) []byte {
@@ -158,8 +155,8 @@ func TestBackgroundReaderSeesChange(t *testing.T) {
 	x := add(t, w, dir)
 	e := x.Epoch()
 	shmtest.WriteFile(t, filepath.Join(dir, "f"), nil)
-	shmtest.Await(t, patience, "a notification", w.C())
-	shmtest.Eventually(t, patience, "the epoch to move", func() bool { return x.Epoch() != e })
+	shmtest.Await(t, shmtest.Patience, "a notification", w.C())
+	shmtest.Eventually(t, shmtest.Patience, "the epoch to move", func() bool { return x.Epoch() != e })
 	if !w.Background() || w.Err() != nil || x.Lost() {
 		t.Fatalf("background %v err %v lost %v", w.Background(), w.Err(), x.Lost())
 	}

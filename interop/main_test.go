@@ -29,14 +29,12 @@ func TestMain(m *testing.M) {
 func roleGoProducer(args []string) int {
 	c, err := connector.Open(connector.Options{WakeupScope: args[0], StageID: "0", DisableWakeups: true})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return shmtest.ChildFailed(err)
 	}
 	for i, key := range args[1:] {
 		_, d, err := c.Put("0", "1", key, tensorPayload(int64(i)))
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return shmtest.ChildFailed(err)
 		}
 		shmtest.Say("%s", d.String())
 	}

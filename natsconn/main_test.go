@@ -4,8 +4,6 @@ package natsconn
 
 import (
 	"encoding/json"
-	"fmt"
-	"os"
 	"strconv"
 	"testing"
 
@@ -41,8 +39,7 @@ func openChild(stage connector.Stage, args []string) (connector.Receiver, []stri
 func roleClaim(args []string) int {
 	c, _, err := openChild("1", args)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return shmtest.ChildFailed(err)
 	}
 	defer c.Close()
 	n, _ := strconv.Atoi(args[3])
@@ -52,8 +49,7 @@ func roleClaim(args []string) int {
 	for i := range n {
 		v, _, ok, err := c.Get("0", "1", args[2]+strconv.Itoa(i), nil)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return shmtest.ChildFailed(err)
 		}
 		if ok {
 			got[i] = conntest.ChildCodes(v)[0]

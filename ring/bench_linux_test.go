@@ -57,7 +57,7 @@ func BenchmarkGetMiss(b *testing.B) {
 			p, r := newTransport(b, sc, 4096), newTransport(b, sc, 4096)
 			mustPut(b, p, "0", "1", "prime", []byte{1})
 			mustGet(b, r, "0", "1", "prime", nil)
-			shmtest.Eventually(b, wait, "a quiet miss", func() bool {
+			shmtest.Eventually(b, shmtest.Patience, "a quiet miss", func() bool {
 				w := r.work()
 				r.Get("0", "1", "missing", nil, noCopy)
 				return r.work() == w || !watched
@@ -97,7 +97,7 @@ func BenchmarkCrossProcess(b *testing.B) {
 	sc := shmtest.Scope(b)
 	p := newTransport(b, sc, 4<<20)
 	child := shmtest.Start(b, "echoer", sc)
-	if l := child.Line(b, wait); l != "ready" {
+	if l := child.Line(b, shmtest.Patience); l != "ready" {
 		b.Fatalf("child: %q", l)
 	}
 	payload := bytes.Repeat([]byte{7}, 500)
@@ -122,7 +122,7 @@ func BenchmarkCrossProcess(b *testing.B) {
 	}
 	b.StopTimer()
 	child.Send(b, "stop")
-	child.Wait(b, wait)
+	child.Wait(b, shmtest.Patience)
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")

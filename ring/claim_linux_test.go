@@ -43,14 +43,14 @@ func TestClaimedByAnotherProcess(t *testing.T) {
 	holder.Release(t)
 
 	child := shmtest.Start(t, "receiver", sc, "watched")
-	child.Expect(t, wait, "ready")
+	child.Expect(t, shmtest.Patience, "ready")
 	mustClaimed(t, p, d, false)
 	child.Send(t, "go")
-	child.Expect(t, wait, "got 0203")
+	child.Expect(t, shmtest.Patience, "got 0203")
 	mustClaimed(t, p, d, true)
 	child.Send(t, "stop")
-	child.Expect(t, wait, "claims=1")
-	child.Exited(t, wait)
+	child.Expect(t, shmtest.Patience, "claims=1")
+	child.Exited(t, shmtest.Patience)
 }
 
 // A frame retired by its producer, reclaimed, or in a ring that is gone is

@@ -19,7 +19,7 @@ func producerAfterDiscovery(t *testing.T) (*Transport, *shmtest.Proc) {
 	mustGet(t, r, "0", "1", "first", nil)
 	mustMiss(t, r, "0", "1", "from-child", nil)
 	child := shmtest.Start(t, "producer", sc, "from-child", "hi")
-	child.Line(t, wait) // its put is done
+	child.Line(t, shmtest.Patience) // its put is done
 	return r, child
 }
 
@@ -27,7 +27,7 @@ func producerAfterDiscovery(t *testing.T) (*Transport, *shmtest.Proc) {
 func closeProducer(t *testing.T, child *shmtest.Proc) {
 	t.Helper()
 	child.Send(t, "close")
-	child.Exited(t, wait)
+	child.Exited(t, shmtest.Patience)
 }
 
 func TestNewProducerInAnotherProcess(t *testing.T) {
@@ -37,7 +37,7 @@ func TestNewProducerInAnotherProcess(t *testing.T) {
 			r, child := producerAfterDiscovery(t)
 			if watched {
 				// The watcher reads the child's registry event asynchronously.
-				shmtest.Eventually(t, wait, "the child's ring", func() bool {
+				shmtest.Eventually(t, shmtest.Patience, "the child's ring", func() bool {
 					_, ok, err := getBytes(r, "0", "1", "from-child", nil)
 					if err != nil {
 						t.Fatal(err)

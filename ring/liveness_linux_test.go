@@ -42,7 +42,7 @@ func TestDeadProducerFramesNeverDelivered(t *testing.T) {
 			r := newTransport(t, sc, 4096)
 			child := shmtest.Start(t, "producer", sc, "restart", "11")
 			var old descriptor.RingHandle
-			if err := json.Unmarshal([]byte(child.Line(t, wait)), &old); err != nil {
+			if err := json.Unmarshal([]byte(child.Line(t, shmtest.Patience)), &old); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { // in case the receiver did not prune them
@@ -57,7 +57,7 @@ func TestDeadProducerFramesNeverDelivered(t *testing.T) {
 			}
 			if how == "exit" {
 				child.Send(t, "exit")
-				child.Exited(t, wait)
+				child.Exited(t, shmtest.Patience)
 			} else {
 				child.Kill()
 			}

@@ -166,7 +166,7 @@ func TestChangesOnNewAndDeadProducer(t *testing.T) {
 	mustMiss(t, recv, "0", "1", "attach", nil)
 	child := shmtest.Start(t, "producer", sc, "k", "11")
 	var d descriptor.RingHandle
-	if err := json.Unmarshal([]byte(child.Line(t, wait)), &d); err != nil {
+	if err := json.Unmarshal([]byte(child.Line(t, shmtest.Patience)), &d); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -178,7 +178,7 @@ func TestChangesOnNewAndDeadProducer(t *testing.T) {
 		t.Helper()
 		select {
 		case <-recv.Changes():
-		case <-time.After(wait):
+		case <-time.After(shmtest.Patience):
 			t.Fatalf("no change for %s", what)
 		}
 	}

@@ -23,8 +23,6 @@ func TestMain(m *testing.M) {
 	})
 }
 
-const wait = 20 * time.Second
-
 func scopeNames(sc string) scope.Names { return scope.New(sc) }
 
 func newTransport(t testing.TB, sc string, capacity int) *Transport {
@@ -298,7 +296,7 @@ func TestEmptyPollNeitherScansNorLocks(t *testing.T) {
 			mustGet(t, r, "0", "1", "prime-poll", nil)
 			// Events of the producer's own registry update may still be on
 			// their way to the watcher: wait for a miss that does no work.
-			shmtest.Eventually(t, wait, "a quiet miss", func() bool {
+			shmtest.Eventually(t, shmtest.Patience, "a quiet miss", func() bool {
 				before := r.work()
 				mustMiss(t, r, "0", "1", "missing-poll", nil)
 				return r.work() == before || !watched && r.work().scans == before.scans
@@ -419,7 +417,7 @@ func withoutWaiting(t *testing.T, what string, f func() error) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(wait):
+	case <-time.After(shmtest.Patience):
 		t.Fatalf("%s waited for another process's lock", what)
 	}
 }
@@ -488,13 +486,13 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 	d := mustPut(t, p, "0", "1", key, shmtest.CodeBytes(7))
 	children := []*shmtest.Proc{shmtest.Start(t, "receiver", sc, key), shmtest.Start(t, "receiver", sc, key)}
 	for _, c := range children {
-		c.Expect(t, wait, "ready")
+		c.Expect(t, shmtest.Patience, "ready")
 	}
 	for _, c := range children {
 		c.Send(t, "go")
 	}
 	// Wait until the frame is consumed, then let both report their claims.
-	shmtest.Eventually(t, wait, "the frame to be claimed", func() bool {
+	shmtest.Eventually(t, shmtest.Patience, "the frame to be claimed", func() bool {
 		_, _, frames := ringFile(t, d)
 		for _, f := range frames {
 			if f.Position == d.Position {
@@ -509,7 +507,7 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 	total := 0
 	for _, c := range children {
 		for {
-			l := c.Line(t, wait)
+			l := c.Line(t, shmtest.Patience)
 			if l == fmt.Sprintf("got %x", shmtest.CodeBytes(7)) {
 				continue
 			}
@@ -525,7 +523,7 @@ func TestTwoReceiverProcessesClaimOnce(t *testing.T) {
 		t.Fatalf("claimed %d times", total)
 	}
 	for _, c := range children {
-		c.Exited(t, wait)
+		c.Exited(t, shmtest.Patience)
 	}
 	if _, err := os.Stat(scope.ShmDir + "/" + d.Name); err != nil {
 		t.Fatalf("receivers removed the producer's ring: %v", err)
@@ -550,7 +548,7 @@ func TestPutDoesNotAllocate(t *testing.T) {
 func TestConcurrentUse(t *testing.T) {
 	_, p, r := pair(t, 1<<16)
 	const producers, perProducer = 4, 200
-	deadline := time.Now().Add(wait) // a lost frame fails the test, not hangs it
+	deadline := time.Now().Add(shmtest.Patience) // a lost frame fails the test, not hangs it
 	var wg sync.WaitGroup
 	published := make(chan string, producers*perProducer)
 	for g := range producers {

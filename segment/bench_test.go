@@ -49,11 +49,11 @@ func serveTransfers(conn net.Conn) error {
 func roleTransfers(args []string) int {
 	conn, err := net.Dial("unix", args[0])
 	if err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	defer conn.Close()
 	if err := serveTransfers(conn); err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	return 0
 }

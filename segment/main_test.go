@@ -3,8 +3,6 @@
 package segment
 
 import (
-	"fmt"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -27,13 +25,6 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// childFailed reports a child role's failure on stderr, which the test
-// binary shows, and as its exit status.
-func childFailed(err error) int {
-	fmt.Fprintln(os.Stderr, "child:", err)
-	return 1
-}
-
 // rolePut publishes one payload (args: key size seed) from a child process,
 // then closes its producer when the parent says so.
 func rolePut(args []string) int {
@@ -41,12 +32,12 @@ func rolePut(args []string) int {
 	seed, _ := strconv.ParseUint(args[2], 10, 64)
 	p := NewProducer(Options{})
 	if _, err := p.Put(args[0], shmtest.Payload(size, seed)); err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	shmtest.Say("put")
 	shmtest.Hear()
 	if err := p.Close(); err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	// Report by exit status: a last line may be lost when the child exits
 	// (shmtest reads stdout while exec.Cmd.Wait closes it).
@@ -59,7 +50,7 @@ func rolePut(args []string) int {
 func rolePutFail(args []string) int {
 	size, _ := strconv.Atoi(args[1])
 	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: 1024, Max: 1024}); err != nil {
-		return childFailed(err)
+		return shmtest.ChildFailed(err)
 	}
 	p := NewProducer(Options{})
 	defer p.Close()

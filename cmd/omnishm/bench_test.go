@@ -213,7 +213,7 @@ func TestBenchUsage(t *testing.T) {
 func TestBenchInterrupted(t *testing.T) {
 	s := opsScope(t)
 	p := startCLI(t, nil, "bench", "--mode", "latency", "--scope", s, "--count", "10000000", "--sizes", "512", "--transports", "ring")
-	shmtest.Eventually(t, patience, "the bench to start timing", func() bool {
+	shmtest.Eventually(t, shmtest.Patience, "the bench to start timing", func() bool {
 		return strings.Contains(p.errText(), "omnishm bench: ring 512...")
 	})
 	p.signal(syscall.SIGINT)

@@ -230,7 +230,7 @@ func demoInterrupt(t *testing.T, bin, interval string) {
 	var h head
 	select {
 	case h = <-got:
-	case <-time.After(patience):
+	case <-time.After(shmtest.Patience):
 		t.Fatal("no progress from the demo")
 	}
 	if h.err != nil {

@@ -43,7 +43,7 @@ func metricKey(name string, labels map[string]string) string {
 // the exporter must never wait on a lock, so it answers at once.
 func fetch(t *testing.T, url string) (int, []byte) {
 	t.Helper()
-	client := http.Client{Timeout: patience}
+	client := http.Client{Timeout: shmtest.Patience}
 	resp, err := client.Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
@@ -210,7 +210,7 @@ func TestExporterMatchesInspect(t *testing.T) {
 	}
 	later := shmtest.Key("exp")
 	receiver := startCLI(t, nil, "recv", "--scope", s, "--from", "0", "--to", "1", "--key", later, "--timeout", "2m")
-	shmtest.Eventually(t, patience, "the receiver's FIFO", func() bool {
+	shmtest.Eventually(t, shmtest.Patience, "the receiver's FIFO", func() bool {
 		st, err := shmstate.Scan(shmstate.Options{Scopes: []string{s}})
 		return err == nil && slices.ContainsFunc(st.Scopes[0].FIFOs, func(f shmstate.FIFO) bool { return f.Reader })
 	})

@@ -202,7 +202,7 @@ func (s *screen) text() string {
 // ended at (from), failing the test after patience.
 func (s *screen) waitFor(t *testing.T, re *regexp.Regexp, from int) (string, int) {
 	t.Helper()
-	deadline := time.NewTimer(patience)
+	deadline := time.NewTimer(shmtest.Patience)
 	defer deadline.Stop()
 	for {
 		text := s.text()
@@ -216,7 +216,7 @@ func (s *screen) waitFor(t *testing.T, re *regexp.Regexp, from int) (string, int
 				t.Fatalf("the output ended without %v:\n%s", re, text[from:])
 			}
 		case <-deadline.C:
-			t.Fatalf("no %v within %v in:\n%s", re, patience, text[from:])
+			t.Fatalf("no %v within %v in:\n%s", re, shmtest.Patience, text[from:])
 		}
 	}
 }
@@ -268,7 +268,7 @@ func TestInspectWatchInPseudoTerminal(t *testing.T) {
 	// reads them.
 	stripped := func(re *regexp.Regexp, from int) int {
 		t.Helper()
-		deadline := time.Now().Add(patience)
+		deadline := time.Now().Add(shmtest.Patience)
 		for {
 			text, _ := out.waitFor(t, regexp.MustCompile(`\x1b\[J`), from) // a whole frame
 			plain := ansi.ReplaceAllString(text[from:], "")
@@ -276,7 +276,7 @@ func TestInspectWatchInPseudoTerminal(t *testing.T) {
 				return len(text)
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("no %v within %v in:\n%s", re, patience, plain)
+				t.Fatalf("no %v within %v in:\n%s", re, shmtest.Patience, plain)
 			}
 			from = len(text)
 		}
@@ -298,7 +298,7 @@ func TestInspectWatchInPseudoTerminal(t *testing.T) {
 		if waitErr != nil {
 			t.Fatalf("watch after SIGINT: %v; stderr %q", waitErr, stderr.String())
 		}
-	case <-time.After(patience):
+	case <-time.After(shmtest.Patience):
 		t.Fatal("watch did not stop on SIGINT")
 	}
 	<-out.done

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"omnishm/internal/reexec"
 	"omnishm/internal/shmtest"
@@ -17,9 +16,6 @@ import (
 	"omnishm/scope"
 	"omnishm/shmstate"
 )
-
-// patience bounds every wait on a child process in these tests.
-const patience = 20 * time.Second
 
 // cliProc is a long-running `omnishm` child (send, mostly) whose stdout is
 // read line by line while it runs.
@@ -69,13 +65,13 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 // line returns the child's next stdout line.
 func (p *cliProc) line(t *testing.T) string {
 	t.Helper()
-	return p.Line(t, patience)
+	return p.Line(t, shmtest.Patience)
 }
 
 // wait returns the child's exit status.
 func (p *cliProc) wait(t *testing.T) int {
 	t.Helper()
-	p.Wait(t, patience) // its error is the status's
+	p.Wait(t, shmtest.Patience) // its error is the status's
 	return p.Cmd.ProcessState.ExitCode()
 }
 

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"omnishm/proc"
 )
@@ -93,7 +92,7 @@ func idle([]string) int {
 func DeadProcess(t testing.TB) proc.ID {
 	t.Helper()
 	p := Start(t, idleRole)
-	p.Expect(t, 20*time.Second, "ready")
+	p.Expect(t, Patience, "ready")
 	id := p.ID(t)
 	p.Kill()
 	return id

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,7 +25,7 @@ type Lock struct {
 func HoldLock(t testing.TB, path string) *Lock {
 	t.Helper()
 	l := &Lock{p: Start(t, lockRole, path)}
-	if line := l.p.Line(t, 20*time.Second); line != "locked" {
+	if line := l.p.Line(t, Patience); line != "locked" {
 		t.Fatalf("lock holder of %s: %s", path, line)
 	}
 	return l
@@ -46,7 +45,7 @@ func (l *Lock) end(t testing.TB, how string) {
 	}
 	l.done = true
 	l.p.Send(t, how)
-	if err := l.p.Wait(t, 20*time.Second); err != nil {
+	if err := l.p.Wait(t, Patience); err != nil {
 		t.Fatalf("lock holder: %v", err)
 	}
 }

@@ -300,3 +300,16 @@ func CodeBytes(i int) []byte {
 	}
 	return b
 }
+
+// Patience is how long a test waits for another process, a goroutine or a
+// condition before it fails: a deadline that only a hang reaches, even on a
+// loaded machine.
+const Patience = 20 * time.Second
+
+// ChildFailed reports a child role's failure on its stderr, which the
+// parent's Proc shows when the test fails, and returns the role's exit
+// status for it: `return shmtest.ChildFailed(err)`.
+func ChildFailed(err error) int {
+	fmt.Fprintln(os.Stderr, "child:", err)
+	return 1
+}
