@@ -4,6 +4,7 @@ package watchdog
 
 import (
 	"errors"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"omnishm/internal/reexec"
 	"omnishm/internal/shmtest"
 	"omnishm/scope"
 	"omnishm/wake"
@@ -450,6 +452,53 @@ func TestProtocolRoundTrip(t *testing.T) {
 		if c, err := parseCommand(bad); err == nil {
 			t.Errorf("parseCommand(%q) = %+v, want error", bad, c)
 		}
+	}
+}
+
+// The command pipe is read lazily only where it could be given pipeBytes
+// of room; anything else (here a regular file, whose F_SETPIPE_SZ fails)
+// is read as commands come. Either way every command arrives, and the
+// owner's end closing ends the reads.
+func TestCommandPipe(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "commands")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if r := newLazyPipe(f); r != io.Reader(f) {
+		t.Fatalf("a regular file is read through %T, want as it is", r)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	r, lazy := newLazyPipe(pr).(*lazyPipe)
+	if !lazy {
+		t.Skipf("no %d-byte pipe here (fs.pipe-max-size): the pipe is read as commands come", pipeBytes)
+	}
+	done := make(chan []string, 1)
+	go func() {
+		var lines []string
+		lr := reexec.NewLineReader(r)
+		for {
+			line, err := lr.ReadLine()
+			if err != nil {
+				done <- lines
+				return
+			}
+			lines = append(lines, line)
+		}
+	}()
+	want := []string{"-/dev/shm/a", "-/dev/shm/b", "."}
+	for _, l := range want {
+		if _, err := io.WriteString(pw, l+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pw.Close()
+	if got := shmtest.Await(t, patience, "the commands", done); !slices.Equal(got, want) {
+		t.Fatalf("read %q, want %q", got, want)
 	}
 }
 
