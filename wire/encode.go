@@ -69,7 +69,7 @@ func (e *Encoder) Append(dst []byte, v any) ([]byte, error) {
 // done hands back the key stack the encoding took, if any.
 func (s *encodeState) done() {
 	if s.keyStack != nil {
-		clear(s.keys)
+		clear(s.keys[:cap(s.keys)]) // a pooled stack keeps no caller's keys alive
 		*s.keyStack = s.keys[:0]
 		keyStacks.Put(s.keyStack)
 	}
