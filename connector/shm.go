@@ -80,6 +80,7 @@ func Open(opts Options) (*SHM, error) {
 		},
 		OnCreate: c.trackRing, // stats: the watchdog's c.track, and Stats().Rings
 		OnRemove: c.forgetRing,
+		OnRetire: c.claims.ringRetired, // claim.go: the claims ledger
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connector: open: %w", err)
@@ -162,7 +163,7 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 		return 0, Descriptor{}, keyError("put", key, err)
 	}
 	// A successful fallback replaces an unclaimed ring version, too.
-	c.ring.Cancel(key)
+	c.cancelRing(key, false, byReput)
 	c.published(to, false)
 	c.stats.put(from, to, PathSegment, d.Size, start) // stats
 	return d.Size, Descriptor{Shm: &d, Size: d.Size}, nil

@@ -24,6 +24,7 @@ type producer struct {
 	m          *mapping
 	ix         index // every ready frame of the ring: only this process puts
 	closed     bool
+	onRetire   func(descriptor.RingHandle, Retirement) // Options.OnRetire; nil: say nothing
 }
 
 // Put publishes a frame of size bytes under key on edge from->to. write
@@ -54,21 +55,24 @@ func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(ds
 	return p.put(&t.stats, key, kind, total, size, write)
 }
 
-// Reclaimed is the tail of the ring file name this Transport produces
-// into, as its last put or Reap left it: every frame before it was done
-// (claimed or retired) and its space reclaimed. ok is false for a ring it
-// does not produce into, or closed.
-func (t *Transport) Reclaimed(name string) (tail uint64, ok bool) {
-	p := t.ownRing(name)
-	if p == nil {
-		return 0, false
+// Unclaimed lists the frames of this Transport's own rings that still wait
+// for a receiver (ready, as its producer reads them now), as Put returned
+// them; nil when there are none. A producer that waits for its receivers
+// (a graceful shutdown) waits on these.
+func (t *Transport) Unclaimed() []descriptor.RingHandle {
+	var out []descriptor.RingHandle
+	for _, p := range t.producerList() {
+		p.mu.Lock()
+		if !p.closed {
+			for _, pos := range p.ix.byKey {
+				if f, err := readFrame(p.m.data, pos); err == nil && f.state == stateReady && f.kind != kindPadding {
+					out = append(out, descriptor.RingHandle{Name: p.name, Position: pos, Size: int(f.payloadLen)})
+				}
+			}
+		}
+		p.mu.Unlock()
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return 0, false
-	}
-	return p.m.tail(), true
+	return out
 }
 
 // ownRing is the producer of the ring file name that t created, or nil:
@@ -130,7 +134,7 @@ func (p *producer) put(c *counters, key string, kind Kind, total uint64, size in
 	// the new frame is published (SPEC §1 one publisher per key). The next
 	// put reclaims its space; add replaces its index entry.
 	if pos, ok := p.ix.byKey[key]; ok {
-		p.markDone(pos)
+		p.markDone(pos, RetiredByPut)
 	}
 	p.m.setHead(head + total)
 	p.ix.add(key, head)
@@ -196,7 +200,7 @@ func (p *producer) retire(s string, byPrefix bool) int {
 	n := 0
 	p.each(s, byPrefix, func(k string, pos uint64) bool {
 		delete(p.ix.byKey, k)
-		if p.markDone(pos) {
+		if p.markDone(pos, RetiredByCancel) {
 			n++
 		}
 		return true
@@ -204,11 +208,14 @@ func (p *producer) retire(s string, byPrefix bool) int {
 	return n
 }
 
-// markDone retires the frame at pos if it is a ready payload, and reports
-// whether it was. p.mu and the ring lock are held.
-func (p *producer) markDone(pos uint64) bool {
+// markDone retires the frame at pos if it is a ready payload, says so to
+// onRetire, and reports whether it was. p.mu and the ring lock are held.
+func (p *producer) markDone(pos uint64, why Retirement) bool {
 	if f, err := readFrame(p.m.data, pos); err == nil && f.state == stateReady && f.kind != kindPadding {
 		markDone(p.m.data, pos)
+		if p.onRetire != nil {
+			p.onRetire(descriptor.RingHandle{Name: p.name, Position: pos, Size: int(f.payloadLen)}, why)
+		}
 		return true
 	}
 	return false
@@ -223,9 +230,7 @@ func (p *producer) retireAll(c *counters) error {
 	}
 	defer c.flock(p.m.fd, unix.LOCK_UN)
 	for _, pos := range p.ix.byKey {
-		if f, err := readFrame(p.m.data, pos); err == nil && f.kind != kindPadding {
-			markDone(p.m.data, pos)
-		}
+		p.markDone(pos, RetiredByClose)
 	}
 	return nil
 }
@@ -307,7 +312,7 @@ func (t *Transport) setup(ek edgeKey) (*producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &producer{name: name, path: scope.Path(name), edge: ek, m: m}
+	p := &producer{name: name, path: scope.Path(name), edge: ek, m: m, onRetire: t.onRetire}
 	for attempt := 0; ; attempt++ {
 		err = updateRegistry(dir, &t.stats, func(dirfd int) error {
 			fd, err := unix.Openat(dirfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
