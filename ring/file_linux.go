@@ -33,7 +33,6 @@ var fallocate = unix.Fallocate
 // scans no directory and stats nothing. A nil *counters counts nothing.
 type counters struct {
 	flocks, dirScans, dirStats, livenessChecks atomic.Int64
-	scans, takes                               atomic.Int64  // locked scans of attached rings, frames claimed
 	attaches                                   atomic.Int64  // ring files opened to attach
 	busy                                       atomic.Uint64 // receives that met a lock another process held
 }

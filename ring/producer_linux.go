@@ -96,15 +96,27 @@ func (p *producer) put(c *counters, key string, kind Kind, total uint64, size in
 		return d, false, fmt.Errorf("ring: lock %s: %w", p.name, err)
 	}
 	defer c.flock(p.m.fd, unix.LOCK_UN)
-	data, capacity := p.m.data, p.m.capacity
-	head := p.m.head()
-	tail, err := p.reclaim()
+	tail, err := p.reclaimTail()
 	if err != nil {
 		return d, false, err
 	}
+	d, ok, tail, err = p.publish(key, kind, total, size, tail, write)
+	// The index forgets the frames reclaimed only now, with the new one in
+	// it: a map a delete empties is reseeded, which costs more than the
+	// delete, and one frame in flight would empty it on every put.
+	p.ix.prune(tail)
+	return d, ok, err
+}
+
+// publish places and publishes the frame in a ring reclaimed up to tail,
+// and returns the tail it leaves; p.mu and the ring lock are held. Index
+// entries before tail are not pruned yet: they name reclaimed frames.
+func (p *producer) publish(key string, kind Kind, total uint64, size int, tail uint64, write func(dst []byte) error) (d descriptor.RingHandle, ok bool, _ uint64, err error) {
+	data, capacity := p.m.data, p.m.capacity
+	head := p.m.head()
 	padding, fits := place(capacity, head, tail, total)
 	if !fits {
-		return d, false, nil
+		return d, false, tail, nil
 	}
 	rewound := false
 	if padding == 0 {
@@ -119,7 +131,7 @@ func (p *producer) put(c *counters, key string, kind Kind, total uint64, size in
 		// The padding is done and was all the ring held: reclaim it now,
 		// so the ring's use is this frame's.
 		p.m.setTail(head)
-		p.ix.prune(head)
+		tail = head
 	}
 	start := head%capacity + frameHeaderSize
 	copy(data[start:], key)
@@ -127,19 +139,20 @@ func (p *producer) put(c *counters, key string, kind Kind, total uint64, size in
 	// Until head moves nothing written past it is visible: a failed write
 	// leaves the ring as it was, the earlier version of key still ready.
 	if err := write(data[start : start+uint64(size) : start+uint64(size)]); err != nil {
-		return d, false, err
+		return d, false, tail, err
 	}
 	writeFrame(data, head, frame{total: uint32(total), payloadLen: uint32(size), kind: kind, keyLen: uint16(len(key))})
 	// Retire an earlier version under the lock every reader takes, before
 	// the new frame is published (SPEC §1 one publisher per key). The next
-	// put reclaims its space; add replaces its index entry.
-	if pos, ok := p.ix.byKey[key]; ok {
+	// put reclaims its space; add replaces its index entry. One before tail
+	// was reclaimed: its bytes may be another frame's now.
+	if pos, ok := p.ix.byKey[key]; ok && pos >= tail {
 		p.markDone(pos, RetiredByPut)
 	}
 	p.m.setHead(head + total)
 	p.ix.add(key, head)
 	p.ix.cursor = head + total
-	return descriptor.RingHandle{Name: p.name, Position: head, Size: size}, true, nil
+	return descriptor.RingHandle{Name: p.name, Position: head, Size: size}, true, tail, nil
 }
 
 // rewindEmpty is off in tests that lay frames out at positions of their
@@ -163,15 +176,23 @@ func rewind(capacity, head, tail, total uint64) uint64 {
 	return capacity - off
 }
 
-// reclaim advances tail over done and padding frames; p.mu and the ring
-// lock are held.
+// reclaim advances tail over done and padding frames and prunes the index;
+// p.mu and the ring lock are held.
 func (p *producer) reclaim() (uint64, error) {
+	tail, err := p.reclaimTail()
+	if err == nil {
+		p.ix.prune(tail)
+	}
+	return tail, err
+}
+
+// reclaimTail is reclaim but for the index, which the caller prunes.
+func (p *producer) reclaimTail() (uint64, error) {
 	tail, err := reclaim(p.m.data, p.m.head(), p.m.tail())
 	if err != nil {
 		return 0, fmt.Errorf("ring: reclaim %s: %w", p.name, err)
 	}
 	p.m.setTail(tail)
-	p.ix.prune(tail)
 	return tail, nil
 }
 
