@@ -75,6 +75,27 @@ func BenchmarkGetMiss(b *testing.B) {
 // uncontended flock pairs on a /dev/shm file, alternately, so both meet the
 // same load; it reports each p50 and their ratio (issue target: at most 2).
 func BenchmarkPairFlockRatio(b *testing.B) {
+	pairFlockRatio(b, func(c *connector.SHM, k string) (bool, error) {
+		_, _, ok, err := c.Get("0", "1", k, nil)
+		return ok, err
+	})
+}
+
+// BenchmarkPairFlockRatioInto is BenchmarkPairFlockRatio with the get
+// decoding into a recycled buffer (GetInto, a frame.Arena): the pair
+// without the allocation of the tensor's data, so the two tell what the
+// decoded payload's memory costs of the ratio.
+func BenchmarkPairFlockRatioInto(b *testing.B) {
+	buf := make([]byte, 4096)
+	var arena frame.Arena
+	pairFlockRatio(b, func(c *connector.SHM, k string) (bool, error) {
+		arena.Reset(buf)
+		_, ok, err := c.GetInto("0", "1", k, nil, &arena)
+		return ok, err
+	})
+}
+
+func pairFlockRatio(b *testing.B, get func(c *connector.SHM, key string) (bool, error)) {
 	s := shmtest.Scope(b)
 	c := conntest.Open(b, s, connector.NoStage, ring.DefaultCapacity)
 	values := make([]float32, 128)
@@ -96,7 +117,7 @@ func BenchmarkPairFlockRatio(b *testing.B) {
 		if _, _, err := c.Put("0", "1", k, payload); err != nil {
 			b.Fatal(err)
 		}
-		if _, _, ok, err := c.Get("0", "1", k, nil); !ok || err != nil {
+		if ok, err := get(c, k); !ok || err != nil {
 			b.Fatal(ok, err)
 		}
 		t1 := time.Now()

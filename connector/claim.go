@@ -156,6 +156,11 @@ func (c *SHM) fate(id pubID, d Descriptor) (fate, cause, error) {
 	if err != nil || !done {
 		return pending, 0, err
 	}
+	// The ring notes a frame it retires before this check can see it done,
+	// but without retireMu: a retirement since the first look is noted now.
+	if f, why, decided, _ := c.claims.known(id); decided {
+		return f, why, nil
+	}
 	c.claims.observedClaimed(id)
 	return claimed, 0, nil
 }
@@ -184,14 +189,16 @@ func claimError(op string, id pubID, err error) error {
 // putTicket carries what Put learned before publishing, for the ledger.
 type putTicket struct {
 	prev        record
-	replacing   bool // the ledger holds an earlier publication of the key
+	replacing   bool // the ledger holds an earlier per-key publication of the key
 	prevPending bool // ... and it still waited: this put retires it
 }
 
 // beginPut admits a put of key into the ledger, or refuses it (ErrClosed)
-// once Shutdown or Close began. When the ledger holds an earlier
+// once Shutdown or Close began. When the ledger holds an earlier per-key
 // publication of the key, it holds retireMu until endPut, and checks first
 // whether that one still waits: the put is about to retire it (SPEC §1).
+// An earlier ring frame of the key is the ring's to retire and report
+// (ringRetired).
 func (c *SHM) beginPut(key string) (putTicket, error) {
 	prev, replacing, err := c.claims.admit(key)
 	if err != nil || !replacing {
@@ -205,26 +212,23 @@ func (c *SHM) beginPut(key string) (putTicket, error) {
 // endPut settles an admitted put: it records the publication d it made
 // (err nil) and what it retired.
 func (c *SHM) endPut(key string, t putTicket, d Descriptor, err error) {
-	reclaim := c.claims.settle(key, t.prev, t.prevPending, d, err == nil, c.ring.Capacity(), c.segments.Pending)
+	c.claims.settle(key, t, d, err == nil, c.segments.Pending)
 	if t.replacing {
 		c.claims.retireMu.Unlock()
 	}
-	if reclaim {
-		c.forgetReclaimed(d.HostRing.Name)
-	}
 }
 
-// forgetReclaimed drops the ledger's records of ring's frames that its
-// producer reclaimed, so a ledger whose receivers keep up stays small
-// (the map it looks in on every put stays in cache). It holds retireMu
-// for reading: a retirement under way (Cleanup, Close) notes itself
-// before its frame's record can go.
-func (c *SHM) forgetReclaimed(ring string) {
-	c.claims.retireMu.RLock()
-	defer c.claims.retireMu.RUnlock()
-	if tail, ok := c.ring.Reclaimed(ring); ok {
-		c.claims.forgetReclaimed(ring, tail)
+// cancelRing retires this connector's ready ring frames of key (prefix
+// false) or of the keys prefix selects, the ring noting each with why
+// (ringRetired); the number retired.
+func (c *SHM) cancelRing(s string, prefix bool, why cause) int {
+	c.claims.cancelMu.Lock()
+	defer c.claims.cancelMu.Unlock()
+	c.claims.cancelCause = why
+	if prefix {
+		return c.ring.CancelPrefix(s)
 	}
+	return c.ring.Cancel(s)
 }
 
 // retire is Cleanup's work: it retires key on both paths, notes in the
@@ -241,14 +245,15 @@ func (c *SHM) retire(key string) (frames int, seg bool) {
 // reports that the key's recorded publication was among what it retired.
 // retireMu is held.
 func (c *SHM) retireKey(key string, why cause) (frames int, seg, noted bool) {
-	frames = c.ring.Cancel(key)
+	frames = c.cancelRing(key, false, why)
 	seg = c.cleanupSegment(key)
-	return frames, seg, c.claims.retiredKey(key, frames, seg, why)
+	return frames, seg, c.claims.retiredKey(key, seg, why)
 }
 
-// retirePrefix is CleanupPrefix's work: the keys the ledger holds one by
-// one, so it knows which publication each retirement retired, then the
-// packages' own prefix cleanups for anything it does not hold.
+// retirePrefix is CleanupPrefix's work: the per-key keys the ledger holds
+// one by one, so it knows which publication each retirement retired, then
+// the packages' own prefix cleanups for anything it does not hold (the
+// ring notes what it retires).
 func (c *SHM) retirePrefix(prefix string) int {
 	c.claims.retireMu.Lock()
 	defer c.claims.retireMu.Unlock()
@@ -264,22 +269,30 @@ func (c *SHM) retirePrefix(prefix string) int {
 	if err != nil {
 		c.log.Warn("omnishm: cleanup failed", "prefix", prefix, "err", err)
 	}
-	return n + m + c.ring.CancelPrefix(prefix)
+	return n + m + c.cancelRing(prefix, true, byCleanup)
 }
 
 // closeClaims is Close's part: before the packages retire everything, it
-// retires, key by key, the publications someone waits on, so each waiter
-// learns whether Close found its publication claimed or retired it; then
-// it closes the ledger (waking every waiter) and the /dev/shm watch.
+// retires, key by key, the per-key publications someone waits on, so each
+// waiter learns whether Close found its publication claimed or retired it.
+// It closes the ring, which notes each frame it retires (ringRetired): a
+// waited frame it did not retire was claimed, or is another producer's,
+// which its file tells. Then it closes the ledger (waking every waiter)
+// and the /dev/shm watch. Close's own ring.Close, after, finds it closed.
 func (c *SHM) closeClaims() error {
 	c.claims.retireMu.Lock()
 	var found []pubID
+	frames := map[pubID]Descriptor{}
 	for id, w := range c.claims.waited() {
 		if _, _, decided, _ := c.claims.known(id); decided {
 			continue
 		}
-		if r, ok := c.claims.record(w.key); ok && r.id == id {
-			if _, _, noted := c.retireKey(w.key, byClose); !noted {
+		if !id.seg {
+			frames[id] = w.d
+			continue
+		}
+		if r, ok := c.claims.record(id.name); ok && r.id == id {
+			if _, _, noted := c.retireKey(id.name, byClose); !noted {
 				found = append(found, id)
 			}
 			continue
@@ -290,7 +303,31 @@ func (c *SHM) closeClaims() error {
 			found = append(found, id)
 		}
 	}
+	ringErr := c.ring.Close()
+	for id, d := range frames {
+		if _, _, decided, _ := c.claims.known(id); decided {
+			continue // retired by the ring's Close
+		}
+		// This connector's ring file is gone now: its frame reads claimed.
+		if done, err := c.sharedDone(id, d); err == nil && done {
+			found = append(found, id)
+		}
+	}
 	c.claims.close(found)
 	c.claims.retireMu.Unlock()
-	return c.shmWatch.close()
+	return errors.Join(ringErr, c.shmWatch.close())
+}
+
+// unsettled is the ledger's unsettled with, once every admitted put has
+// settled, this connector's ring frames that still wait (the ring's own
+// record of them) among the records.
+func (c *SHM) unsettled() (int, []record) {
+	n, records := c.claims.unsettled()
+	if n > 0 {
+		return n, nil
+	}
+	for _, h := range c.ring.Unclaimed() {
+		records = append(records, record{id: pubID{name: h.Name, pos: h.Position}, size: h.Size})
+	}
+	return 0, records
 }

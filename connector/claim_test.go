@@ -234,6 +234,22 @@ func TestWaitClaimedReplaced(t *testing.T) {
 	sender.Cleanup(key)
 	wantRetired(t, sender.WaitClaimed(ctx, d2), "by Cleanup")
 
+	// Across the paths: a per-key put replaces the key's ring frame (the
+	// ring retires it), a ring put the key's segment.
+	key, old = putOn(t, sender, "reput-across", false)
+	d = conntest.MustPut(t, sender, "0", "1", key, bigCodes())
+	if d.Shm == nil {
+		t.Fatalf("descriptor %v, want per-key", d)
+	}
+	wantRetired(t, sender.WaitClaimed(ctx, old), "replaced by a later put")
+	if d2 = conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(8, 4)); d2.HostRing == nil {
+		t.Fatalf("descriptor %v, want a ring frame", d2)
+	}
+	wantRetired(t, sender.WaitClaimed(ctx, d), "replaced by a later put")
+	if ok, err := sender.Claimed(d2); ok || err != nil {
+		t.Fatalf("the ring frame after the segment: %v %v", ok, err)
+	}
+
 	sender, receiver = conntest.Edge(t, connector.NoRing)
 	key, old = putOn(t, sender, "reput-seg", true)
 	d = conntest.MustPut(t, sender, "0", "1", key, conntest.Codes(8, 2))

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"omnishm/keys"
+	"omnishm/ring"
 )
 
 // This file is the claims ledger: what a producer knows about the fate of
@@ -14,7 +15,10 @@ import (
 // claimed segment and a retired one are both just gone, so the connector
 // notes each publication when Put returns it and each retirement it makes
 // (Cleanup, CleanupPrefix, a re-put, Close). Claimed, WaitClaimed and
-// Shutdown read it.
+// Shutdown read it. The ring tells it of each frame the ring retires
+// (ring.Options.OnRetire) as it happens; its own producer index is the
+// record of the frames that wait, so the ledger keeps no ring records, and
+// a ring put touches no map of its.
 
 // fate is what became of a publication, as far as its producer knows.
 type fate uint8
@@ -75,12 +79,6 @@ func (r record) descriptor() Descriptor {
 	return Descriptor{HostRing: &RingHandle{Name: r.id.name, Position: r.id.pos, Size: r.size}, Size: r.size}
 }
 
-// ringPut is one recorded frame of a ring, in the ring's put order.
-type ringPut struct {
-	pos uint64
-	key string
-}
-
 // cause is what retired a publication, said in the error.
 type cause uint8
 
@@ -113,40 +111,39 @@ type retirement struct {
 type waiters struct {
 	n       int
 	d       Descriptor
-	key     string // the publication's key, when the ledger knows it
-	outcome fate   // claimed when Close found it claimed
+	outcome fate // claimed when Close found it claimed
 }
 
 // ledger is the claims ledger of one connector. Its zero value is empty
-// and ready. Its memory is bounded: a ring record is dropped once its
-// producer reclaimed the frame (forgetReclaimed, every reclaimCheck ring
-// puts), or at the latest once the ring's puts have moved a capacity past
-// it (the frame is reclaimed then); either way it was claimed, or retired
-// and the retirement noted. A per-key one
-// once the segment producer knows its segment consumed, and at most
-// maxRetired retirements are remembered.
+// and ready. Its memory is bounded: it holds per-key records only, each
+// until the segment producer knows its segment consumed, and at most
+// maxRetired retirements.
 type ledger struct {
-	// retireMu orders this connector's retirements against checks of
-	// shared memory: a retirement and its noting hold it for writing, a
-	// check for reading. So a check never finds a frame done, or a segment
-	// gone, through a retirement that is not noted yet.
+	// retireMu orders this connector's per-key retirements against checks
+	// of shared memory: a retirement and its noting hold it for writing, a
+	// check for reading. So a check never finds a segment gone through a
+	// retirement that is not noted yet. A ring frame's retirement needs
+	// none of it: the ring notes it before its producer's mutex lets a
+	// check see the frame done, and a check that finds a frame done looks
+	// at the ledger again (SHM.fate).
 	retireMu sync.RWMutex
 
-	mu           sync.Mutex
-	live         map[string]record // key → its latest publication, fate unknown
-	rings        map[string]*fifo[ringPut]
-	lastRing     string // the ring of the last frame noted, and its log
-	lastLog      *fifo[ringPut]
-	segKeys      fifo[string] // keys of per-key records, for the sweep
-	retired      map[pubID]retirement
-	order        fifo[retirement]
-	seq          uint64
-	waits        map[pubID]*waiters
-	sinceReclaim int  // ring puts settled since the last forgetReclaimed
-	inflight     int  // puts admitted and not settled
-	draining     bool // Shutdown began: refuse puts
-	closed       bool
-	changed      chan struct{} // closed when a fate may have changed; nil until someone waits
+	// cancelMu holds cancelCause for one ring cancel at a time: the cause
+	// its OnRetire calls note (ringRetired).
+	cancelMu    sync.Mutex
+	cancelCause cause
+
+	mu       sync.Mutex
+	live     map[string]record // key → its latest per-key publication, fate unknown
+	segKeys  fifo[string]      // keys of per-key records, for the sweep
+	retired  map[pubID]retirement
+	order    fifo[retirement]
+	seq      uint64
+	waits    map[pubID]*waiters
+	inflight int  // puts admitted and not settled
+	draining bool // Shutdown began: refuse puts
+	closed   bool
+	changed  chan struct{} // closed when a fate may have changed; nil until someone waits
 }
 
 // admit lets a put begin unless the connector is shutting down or closed,
@@ -162,17 +159,13 @@ func (l *ledger) admit(key string) (prev record, replacing bool, err error) {
 	return prev, replacing, nil
 }
 
-// reclaimCheck is how many ring puts go by between two looks at how far
-// their producer reclaimed (forgetReclaimed): while receivers keep up, the
-// ledger holds about that many ring records, not a ring's worth.
-const reclaimCheck = 32
-
-// settle ends an admitted put: it records the publication d made, and
-// notes prev retired when the put replaced it unclaimed (prevPending).
-// capacity is the ring's; stillPending tells whether the segment
-// producer still holds a key unclaimed. reclaim says it is time to drop
-// the records of frames the producer reclaimed (forgetReclaimed).
-func (l *ledger) settle(key string, prev record, prevPending bool, d Descriptor, ok bool, capacity int, stillPending func(string) bool) (reclaim bool) {
+// settle ends an admitted put: it records the per-key publication d made
+// (a ring frame needs no record: see ledger), drops the key's earlier
+// per-key record once a ring frame replaced it, and notes that record
+// retired when the put replaced it unclaimed (t.prevPending).
+// stillPending tells whether the segment producer still holds a key
+// unclaimed.
+func (l *ledger) settle(key string, t putTicket, d Descriptor, ok bool, stillPending func(string) bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.inflight--
@@ -180,74 +173,50 @@ func (l *ledger) settle(key string, prev record, prevPending bool, d Descriptor,
 		l.wake()
 	}
 	if !ok || l.closed {
-		return false
+		return
 	}
 	id := idOf(d) // Put's own
-	if prevPending && prev.id != id {
-		l.retire(prev.id, byReput)
-	}
-	if l.live == nil {
-		l.live = map[string]record{}
+	if t.prevPending && t.prev.id != id {
+		l.retire(t.prev.id, byReput)
 	}
 	if !id.seg {
-		l.live[key] = record{id: id, size: d.Size}
-		l.noteFrame(key, id, uint64(capacity))
-		if l.sinceReclaim++; l.sinceReclaim >= reclaimCheck {
-			l.sinceReclaim = 0
-			return true
+		if t.replacing {
+			delete(l.live, key)
 		}
-		return false
+		return
 	}
 	// A new publication under the name: an old retirement of it no longer
 	// speaks of what is there.
 	delete(l.retired, id)
 	l.sweepSegments(stillPending)
-	if old, had := l.live[key]; !had || !old.id.seg {
+	if _, had := l.live[key]; !had {
 		l.segKeys.push(key)
 	}
-	l.live[key] = record{id: id, size: d.Size}
-	return false
-}
-
-// noteFrame appends a ring frame to its ring's log and drops the records
-// of frames a capacity behind it: the producer reclaimed those before it
-// could place this one.
-func (l *ledger) noteFrame(key string, id pubID, capacity uint64) {
-	log := l.lastLog
-	if log == nil || l.lastRing != id.name {
-		// Most puts go to the ring of the previous one: no map lookup.
-		if l.rings == nil {
-			l.rings = map[string]*fifo[ringPut]{}
-		}
-		if log = l.rings[id.name]; log == nil {
-			log = &fifo[ringPut]{}
-			l.rings[id.name] = log
-		}
-		l.lastRing, l.lastLog = id.name, log
+	if l.live == nil {
+		l.live = map[string]record{}
 	}
-	log.push(ringPut{pos: id.pos, key: key})
-	l.forgetFrames(id.name, log, id.pos-min(id.pos, capacity-1))
+	l.live[key] = record{id: id, size: d.Size}
 }
 
-// forgetReclaimed drops the records of ring's frames before tail, which
-// its producer reclaimed: they were claimed, or retired and noted so.
-func (l *ledger) forgetReclaimed(ring string, tail uint64) {
+// ringRetired notes a frame the ring retired unclaimed (its OnRetire): a
+// replacing put's, a cancel's, whose cause the cancel holds in
+// cancelCause, or Close's, of which only a frame someone waits on is
+// noted (after Close the ledger tells only those fates, as for segments).
+func (l *ledger) ringRetired(h RingHandle, why ring.Retirement) {
+	c := byClose
+	switch why {
+	case ring.RetiredByPut:
+		c = byReput
+	case ring.RetiredByCancel:
+		c = l.cancelCause // cancelMu is held by the cancel that calls this
+	}
+	id := pubID{name: h.Name, pos: h.Position}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if log := l.rings[ring]; log != nil {
-		l.forgetFrames(ring, log, tail)
+	if c == byClose && l.waits[id] == nil {
+		return
 	}
-}
-
-// forgetFrames pops ring's log up to position end (excluded), dropping
-// the records of the frames it names; l.mu is held.
-func (l *ledger) forgetFrames(ring string, log *fifo[ringPut], end uint64) {
-	for log.len() > 0 && log.front().pos < end {
-		e := log.pop()
-		if r, ok := l.live[e.key]; ok && r.id == (pubID{name: ring, pos: e.pos}) {
-			delete(l.live, e.key)
-		}
-	}
+	l.retire(id, c)
 }
 
 // sweepSegments forgets up to segSweep per-key records whose segment the
@@ -259,9 +228,9 @@ func (l *ledger) sweepSegments(stillPending func(string) bool) {
 			return
 		}
 		k := l.segKeys.pop()
-		r, ok := l.live[k]
+		_, ok := l.live[k]
 		switch {
-		case !ok || !r.id.seg: // stale: forgotten, or now a ring record
+		case !ok: // stale: forgotten
 		case stillPending(k):
 			l.segKeys.push(k)
 		default:
@@ -270,11 +239,11 @@ func (l *ledger) sweepSegments(stillPending func(string) bool) {
 	}
 }
 
-// retiredKey notes what a retirement of key did: frames ring frames and,
-// with seg, the key's segment, retired by this connector. It drops key's
-// record: either that publication was retired now (reported), or it had
-// been claimed.
-func (l *ledger) retiredKey(key string, frames int, seg bool, why cause) bool {
+// retiredKey notes what a retirement of key did to its per-key
+// publication: with seg, this connector retired the key's segment. It
+// drops key's record: either that publication was retired now (reported),
+// or it had been claimed. (The ring noted its own frames: ringRetired.)
+func (l *ledger) retiredKey(key string, seg bool, why cause) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.live[key]
@@ -282,11 +251,10 @@ func (l *ledger) retiredKey(key string, frames int, seg bool, why cause) bool {
 		return false
 	}
 	delete(l.live, key)
-	if (r.id.seg && seg) || (!r.id.seg && frames > 0) {
+	if seg {
 		l.retire(r.id, why)
-		return true
 	}
-	return false
+	return seg
 }
 
 // retire remembers id as retired; l.mu is held.
@@ -345,8 +313,7 @@ func (l *ledger) known(id pubID) (f fate, why cause, decided, closed bool) {
 	return pending, 0, false, false
 }
 
-// observedClaimed drops the record of a publication seen claimed. A ring
-// record stays until its ring moves past it: a frame names no key.
+// observedClaimed drops the record of a per-key publication seen claimed.
 func (l *ledger) observedClaimed(id pubID) {
 	if !id.seg {
 		return
@@ -367,7 +334,7 @@ func (l *ledger) waitStart(id pubID, d Descriptor) {
 	}
 	w := l.waits[id]
 	if w == nil {
-		w = &waiters{d: d, key: l.keyOf(id)}
+		w = &waiters{d: d}
 		l.waits[id] = w
 	}
 	w.n++
@@ -383,22 +350,7 @@ func (l *ledger) waitEnd(id pubID) {
 	}
 }
 
-// keyOf finds the key of a recorded publication; l.mu is held.
-func (l *ledger) keyOf(id pubID) string {
-	if id.seg {
-		return id.name
-	}
-	if log := l.rings[id.name]; log != nil {
-		for i := log.len() - 1; i >= 0; i-- {
-			if e := log.at(i); e.pos == id.pos {
-				return e.key
-			}
-		}
-	}
-	return ""
-}
-
-// keysWithPrefix lists the recorded keys that are prefix followed by
+// keysWithPrefix lists the keys of per-key records that are prefix followed by
 // decimal digits only (SPEC §9).
 func (l *ledger) keysWithPrefix(prefix string) []string {
 	l.mu.Lock()
@@ -443,7 +395,7 @@ func (l *ledger) close(found []pubID) {
 			w.outcome = claimed
 		}
 	}
-	l.live, l.rings, l.lastLog, l.segKeys = nil, nil, nil, fifo[string]{}
+	l.live, l.segKeys = nil, fifo[string]{}
 	l.wake()
 }
 
@@ -463,7 +415,7 @@ func (l *ledger) drain() (closed bool) {
 }
 
 // unsettled reports how many admitted puts have not settled yet and, once
-// none is left, the records to wait for.
+// none is left, the per-key records to wait for.
 func (l *ledger) unsettled() (int, []record) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -5,6 +5,8 @@ package connector
 import (
 	"fmt"
 	"testing"
+
+	"omnishm/ring"
 )
 
 func ringDesc(name string, pos uint64) Descriptor {
@@ -15,32 +17,29 @@ func segDesc(key string) Descriptor {
 	return Descriptor{Shm: &ShmHandle{Name: key, Size: 10}, Size: 10}
 }
 
-// put runs one put through the ledger as SHM.Put does.
-func (l *ledger) put(t *testing.T, key string, d Descriptor, capacity int, pending func(string) bool) {
+// put runs one put through the ledger as SHM.Put does, an earlier
+// per-key publication of the key taken as still waiting.
+func (l *ledger) put(t *testing.T, key string, d Descriptor, pending func(string) bool) {
 	t.Helper()
 	prev, replacing, err := l.admit(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.settle(key, prev, replacing, d, true, capacity, pending)
+	l.settle(key, putTicket{prev: prev, replacing: replacing, prevPending: replacing}, d, true, pending)
 }
 
-// The ledger's memory stays bounded whoever asks nothing: ring records
-// fall off a capacity behind the ring's newest put, per-key records once
-// the segment producer no longer holds the key, retirements past
+// The ledger's memory stays bounded whoever asks nothing: a ring put
+// keeps no record (the ring's index is the record), per-key records go
+// once the segment producer no longer holds the key, retirements past
 // maxRetired.
 func TestLedgerIsBounded(t *testing.T) {
 	var l ledger
-	const capacity, frame = 4096, 64
 	never := func(string) bool { return false }
 	for i := range 10000 {
-		l.put(t, fmt.Sprintf("r%d", i), ringDesc("ring", uint64(i*frame)), capacity, never)
+		l.put(t, fmt.Sprintf("r%d", i), ringDesc("ring", uint64(i*64)), never)
 	}
-	if n, max := len(l.live), capacity/frame+1; n > max {
-		t.Errorf("%d ring records for a ring of %d frames", n, max)
-	}
-	if n := l.rings["ring"].len(); n > capacity/frame+1 {
-		t.Errorf("ring log of %d entries", n)
+	if n := len(l.live); n != 0 {
+		t.Errorf("%d records of ring puts", n)
 	}
 
 	l = ledger{}
@@ -49,7 +48,7 @@ func TestLedgerIsBounded(t *testing.T) {
 	for i := range 10000 {
 		k := fmt.Sprintf("s%d", i)
 		held[k] = i%100 == 0 // one in a hundred stays unclaimed
-		l.put(t, k, segDesc(k), 0, pending)
+		l.put(t, k, segDesc(k), pending)
 	}
 	// Unclaimed keys go round the sweep; the others leave it.
 	if n := len(l.live); n > 250 {
@@ -62,8 +61,8 @@ func TestLedgerIsBounded(t *testing.T) {
 	l = ledger{}
 	for i := range 3 * maxRetired {
 		k := fmt.Sprintf("x%d", i)
-		l.put(t, k, segDesc(k), 0, never)
-		l.retiredKey(k, 0, true, byCleanup)
+		l.put(t, k, segDesc(k), never)
+		l.retiredKey(k, true, byCleanup)
 	}
 	if len(l.retired) != maxRetired || l.order.len() != maxRetired {
 		t.Errorf("%d retirements remembered (%d queued), want %d", len(l.retired), l.order.len(), maxRetired)
@@ -76,33 +75,35 @@ func TestLedgerIsBounded(t *testing.T) {
 	}
 }
 
-// A ring whose receivers keep up keeps few records: every reclaimCheck
-// puts settle asks for the producer's tail, and forgetReclaimed drops the
-// records of the frames before it, no others.
-func TestLedgerForgetsReclaimedFrames(t *testing.T) {
+// The ring's reports of the frames it retires become retirements with
+// the connector's causes: a replacing put's, a cancel's (the cause its
+// caller set), Close's; a ring put replacing a per-key publication drops
+// its record.
+func TestLedgerNotesRingRetirements(t *testing.T) {
 	var l ledger
-	const capacity, frame = 1 << 20, 64
 	never := func(string) bool { return false }
-	due := 0
-	for i := range 4 * reclaimCheck {
-		prev, replacing, _ := l.admit(fmt.Sprint(i))
-		if l.settle(fmt.Sprint(i), prev, replacing, ringDesc("ring", uint64(i*frame)), true, capacity, never) {
-			due++
-			l.forgetReclaimed("ring", uint64(i*frame)) // all but this one reclaimed
+	h := func(pos uint64) RingHandle { return RingHandle{Name: "ring", Position: pos, Size: 10} }
+	l.ringRetired(h(0), ring.RetiredByPut)
+	l.cancelCause = byCleanup
+	l.ringRetired(h(64), ring.RetiredByCancel)
+	l.waitStart(pubID{name: "ring", pos: 128}, ringDesc("ring", 128))
+	l.ringRetired(h(128), ring.RetiredByClose)
+	l.ringRetired(h(192), ring.RetiredByClose) // nobody waits on it
+	for pos, want := range map[uint64]cause{0: byReput, 64: byCleanup, 128: byClose} {
+		if f, why, decided, _ := l.known(pubID{name: "ring", pos: pos}); !decided || f != retired || why != want {
+			t.Errorf("frame at %d: %v %v %v, want retired %v", pos, f, why, decided, want)
 		}
 	}
-	if due != 4 {
-		t.Errorf("settle asked for the tail %d times in %d puts, want 4", due, 4*reclaimCheck)
+	if _, _, decided, _ := l.known(pubID{name: "ring", pos: 192}); decided {
+		t.Error("a frame the ring did not report reads as decided")
 	}
-	if n := len(l.live); n != 1 {
-		t.Errorf("%d ring records with every frame but the last reclaimed, want 1", n)
+	l.put(t, "k", segDesc("k"), never)
+	l.put(t, "k", ringDesc("ring", 256), never)
+	if _, ok := l.record("k"); ok {
+		t.Error("a ring put left the key's per-key record")
 	}
-	if _, ok := l.record(fmt.Sprint(4*reclaimCheck - 1)); !ok {
-		t.Error("the frame at the tail lost its record")
-	}
-	l.forgetReclaimed("other", 1<<40) // another ring's tail forgets nothing here
-	if n := len(l.live); n != 1 {
-		t.Errorf("%d records after another ring's tail, want 1", n)
+	if f, why, _, _ := l.known(pubID{name: "k", seg: true}); f != retired || why != byReput {
+		t.Errorf("replaced segment: %v %v", f, why)
 	}
 }
 
@@ -112,8 +113,9 @@ func TestLedgerForgetsReclaimedFrames(t *testing.T) {
 func TestLedgerRetirementIsPerPublication(t *testing.T) {
 	var l ledger
 	never := func(string) bool { return false }
-	l.put(t, "k", ringDesc("ring", 0), 4096, never)
-	l.put(t, "k", ringDesc("ring", 64), 4096, never) // replaced it unclaimed
+	l.put(t, "k", ringDesc("ring", 0), never)
+	l.put(t, "k", ringDesc("ring", 64), never)
+	l.ringRetired(RingHandle{Name: "ring", Size: 10}, ring.RetiredByPut) // the second replaced the first
 	if f, why, _, _ := l.known(pubID{name: "ring"}); f != retired || why != byReput {
 		t.Fatalf("replaced frame: %v %v", f, why)
 	}
@@ -122,19 +124,19 @@ func TestLedgerRetirementIsPerPublication(t *testing.T) {
 	}
 
 	held := func(string) bool { return true }
-	l.put(t, "s", segDesc("s"), 0, held)
-	l.retiredKey("s", 0, true, byCleanup)
+	l.put(t, "s", segDesc("s"), held)
+	l.retiredKey("s", true, byCleanup)
 	id := pubID{name: "s", seg: true}
 	if f, _, _, _ := l.known(id); f != retired {
 		t.Fatal("segment not retired")
 	}
-	l.put(t, "s", segDesc("s"), 0, held)
+	l.put(t, "s", segDesc("s"), held)
 	if _, _, decided, _ := l.known(id); decided {
 		t.Fatal("a new segment under a retired key reads as retired")
 	}
 	// The old retirement, when it falls out of the queue, must not
 	// forget a newer one of the same name.
-	l.retiredKey("s", 0, true, byCleanup)
+	l.retiredKey("s", true, byCleanup)
 	for i := range maxRetired - 1 {
 		l.retire(pubID{name: fmt.Sprint(i), seg: true}, byCleanup)
 	}

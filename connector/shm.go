@@ -80,6 +80,7 @@ func Open(opts Options) (*SHM, error) {
 		},
 		OnCreate: c.trackRing, // stats: the watchdog's c.track, and Stats().Rings
 		OnRemove: c.forgetRing,
+		OnRetire: c.claims.ringRetired, // claim.go: the claims ledger
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connector: open: %w", err)
@@ -111,13 +112,16 @@ func (c *SHM) Put(from, to, key string, payload any) (int, Descriptor, error) {
 	if err != nil {
 		return 0, Descriptor{}, err
 	}
-	size, d, err := c.put(from, to, key, payload)
+	size, d, err := c.put(from, to, key, payload, t.replacing)
 	c.endPut(key, t, d, err)
 	return size, d, err
 }
 
-// put is Put's work; Put notes it in the claims ledger.
-func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
+// put is Put's work; Put notes it in the claims ledger. perKey says the
+// ledger holds a per-key publication of key: without one the segment
+// producer holds none unclaimed (the ledger drops a record only once its
+// segment is consumed or retired).
+func (c *SHM) put(from, to, key string, payload any, perKey bool) (int, Descriptor, error) {
 	start := c.stats.start() // stats: 0 unless MeasureLatency
 	if c.closed.Load() {
 		return 0, Descriptor{}, ErrClosed
@@ -137,7 +141,7 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 		}
 		if ok {
 			// A previous version of the key may sit in a segment (SPEC §9).
-			if c.segments.Pending(key) {
+			if perKey && c.segments.Pending(key) {
 				c.cleanupSegment(key)
 			}
 			c.published(to, true)
@@ -162,7 +166,7 @@ func (c *SHM) put(from, to, key string, payload any) (int, Descriptor, error) {
 		return 0, Descriptor{}, keyError("put", key, err)
 	}
 	// A successful fallback replaces an unclaimed ring version, too.
-	c.ring.Cancel(key)
+	c.cancelRing(key, false, byReput)
 	c.published(to, false)
 	c.stats.put(from, to, PathSegment, d.Size, start) // stats
 	return d.Size, Descriptor{Shm: &d, Size: d.Size}, nil

@@ -39,7 +39,7 @@ func (c *SHM) awaitClaims(ctx context.Context) error {
 	for {
 		changed := c.claims.changes()
 		var n int
-		if n, records = c.claims.unsettled(); n == 0 {
+		if n, records = c.unsettled(); n == 0 {
 			break
 		}
 		select {

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"omnishm/descriptor"
@@ -97,27 +98,45 @@ func TestClaimedRetiredReclaimedGone(t *testing.T) {
 	mustClaimed(t, p, pending, true)
 }
 
-// Reclaimed is the tail the producer's last put left: it passes a frame
-// once the frame was claimed and a later put reclaimed it. A receiver's
-// Transport, or a closed one, produces into no ring.
-func TestReclaimed(t *testing.T) {
-	_, p, r := pair(t, 4096)
-	first := mustPut(t, p, "0", "1", "a", []byte{1})
-	if tail, ok := p.Reclaimed(first.Name); !ok || tail > first.Position {
-		t.Fatalf("Reclaimed = %d, %v before any claim; want at most %d", tail, ok, first.Position)
+// OnRetire hears of each frame the producer retires unclaimed, with the
+// call that did it, and of no other: not of a claimed frame a later put or
+// Close passes over. Unclaimed lists the frames that still wait.
+func TestRetirementsReported(t *testing.T) {
+	sc := shmtest.Scope(t)
+	type note struct {
+		h   descriptor.RingHandle
+		why Retirement
 	}
-	mustGet(t, r, "0", "1", "a", nil)
-	second := mustPut(t, p, "0", "1", "b", []byte{2}) // reclaims a
-	if tail, ok := p.Reclaimed(first.Name); !ok || tail <= first.Position || tail > second.Position {
-		t.Fatalf("Reclaimed = %d, %v; want past %d, at most %d", tail, ok, first.Position, second.Position)
+	var notes []note
+	p, err := New(Options{Names: scope.New(sc), Capacity: 4096, OnRetire: func(h descriptor.RingHandle, why Retirement) {
+		notes = append(notes, note{h, why})
+	}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, ok := r.Reclaimed(first.Name); ok {
-		t.Error("the receiver's Transport reports a tail")
+	defer p.Close()
+	r := newTransport(t, sc, 4096)
+	a := mustPut(t, p, "0", "1", "a", []byte{1})
+	b := mustPut(t, p, "0", "1", "b", []byte{2, 2})
+	a2 := mustPut(t, p, "0", "1", "a", []byte{3}) // replaces a
+	mustGet(t, r, "0", "1", "b", nil)
+	mustPut(t, p, "0", "1", "b", []byte{4}) // b was claimed: nothing retired
+	c := mustPut(t, p, "0", "1", "c", []byte{5})
+	if n := p.Cancel("a"); n != 1 {
+		t.Fatalf("Cancel retired %d frames", n)
 	}
+	if got := p.Unclaimed(); len(got) != 2 || !slices.Contains(got, c) || slices.Contains(got, b) {
+		t.Fatalf("Unclaimed = %+v, want b's second frame and %+v", got, c)
+	}
+	mustGet(t, r, "0", "1", "c", nil)
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := p.Reclaimed(first.Name); ok {
-		t.Error("a closed Transport reports a tail")
+	want := []note{{a, RetiredByPut}, {a2, RetiredByCancel}}
+	if len(notes) != 3 || !slices.Equal(notes[:2], want) || notes[2].why != RetiredByClose || notes[2].h.Size != 1 {
+		t.Fatalf("retirements %+v, want %+v then b's second frame by Close", notes, want)
+	}
+	if got := p.Unclaimed(); got != nil {
+		t.Errorf("a closed Transport lists %+v", got)
 	}
 }

@@ -28,6 +28,9 @@ func swap[T any](p *T, v T) (restore func()) {
 	return func() { *p = old }
 }
 
+// The package's tests count flock calls (work).
+func init() { countFlocks = true }
+
 // work is what the poll path must not do: flock calls, directory scans,
 // directory stats and liveness checks.
 type work struct{ flocks, scans, stats, liveness int64 }

@@ -388,26 +388,27 @@ func (ix *index) prune(tail uint64) {
 // prunes what fell behind tail (SPEC §3 get). On a corrupt frame the cursor
 // stays before it and the error wraps ErrCorrupt.
 func (ix *index) scan(data []byte, head, tail uint64) error {
-	_, _, err := ix.scanFor(data, head, tail, "")
+	_, _, _, err := ix.scanFor(data, head, tail, "")
 	return err
 }
 
 // scanFor is scan for a get of key want (none when ""): the newest ready
-// frame of want it passes is not indexed but returned (found), so a get
-// that claims it at once neither copies its key nor touches the map.
-func (ix *index) scanFor(data []byte, head, tail uint64, want string) (pos uint64, found bool, err error) {
+// frame of want it passes is not indexed but returned (found) with its
+// header, so a get that claims it at once neither copies its key, nor
+// touches the map, nor reads the header again.
+func (ix *index) scanFor(data []byte, head, tail uint64, want string) (pos uint64, wanted frame, found bool, err error) {
 	if tail > head || head-tail > uint64(len(data)) {
-		return 0, false, fmt.Errorf("%w: head %d, tail %d, capacity %d", ErrPositions, head, tail, len(data))
+		return 0, wanted, false, fmt.Errorf("%w: head %d, tail %d, capacity %d", ErrPositions, head, tail, len(data))
 	}
 	ix.cursor = max(ix.cursor, tail)
 	for ix.cursor < head {
 		at := ix.cursor
 		f, err := readFrame(data, at)
 		if err != nil {
-			return pos, found, err
+			return pos, wanted, found, err
 		}
 		if uint64(f.total) > head-at { // not at+total: that may overflow
-			return pos, found, fmt.Errorf("%w: frame at %d ends after head %d", ErrFrame, at, head)
+			return pos, wanted, found, fmt.Errorf("%w: frame at %d ends after head %d", ErrFrame, at, head)
 		}
 		ix.cursor += uint64(f.total)
 		if f.kind != kindPadding {
@@ -416,7 +417,7 @@ func (ix *index) scanFor(data []byte, head, tail uint64, want string) (pos uint6
 		if f.kind != kindPadding && f.state == stateReady {
 			k := frameKey(data, at, f)
 			if want != "" && string(k) == want { // compared without a copy
-				pos, found = at, true // the newest wins, as in byKey
+				pos, wanted, found = at, f, true // the newest wins, as in byKey
 				continue
 			}
 			// Positions only grow: no frame from the cursor on is indexed.
@@ -427,7 +428,7 @@ func (ix *index) scanFor(data []byte, head, tail uint64, want string) (pos uint6
 		delete(ix.byKey, want) // an entry of an older scan: superseded
 	}
 	ix.prune(tail)
-	return pos, found, nil
+	return pos, wanted, found, nil
 }
 
 // Parse reads a whole ring file (header + data) and lists the frames from

@@ -523,9 +523,9 @@ func TestScanForLeavesTheWantedKeyOut(t *testing.T) {
 				}
 				positions = append(positions, pos)
 			}
-			pos, found, err := r.ix.scanFor(r.data(), r.head(), r.tail(), c.want)
-			if err != nil || found != c.found || found && pos != positions[c.at] {
-				t.Fatalf("scanFor = %d, %v, %v; want %v at %d", pos, found, err, c.found, positions[c.at])
+			pos, f, found, err := r.ix.scanFor(r.data(), r.head(), r.tail(), c.want)
+			if err != nil || found != c.found || found && (pos != positions[c.at] || f.state != stateReady || int(f.keyLen) != len(c.want)) {
+				t.Fatalf("scanFor = %d, %+v, %v, %v; want %v at %d", pos, f, found, err, c.found, positions[c.at])
 			}
 			got := slices.Sorted(maps.Keys(r.ix.byKey))
 			if !slices.Equal(got, c.indexed) {

@@ -24,6 +24,7 @@ type producer struct {
 	m          *mapping
 	ix         index // every ready frame of the ring: only this process puts
 	closed     bool
+	onRetire   func(descriptor.RingHandle, Retirement) // Options.OnRetire; nil: say nothing
 }
 
 // Put publishes a frame of size bytes under key on edge from->to. write
@@ -54,21 +55,24 @@ func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(ds
 	return p.put(&t.stats, key, kind, total, size, write)
 }
 
-// Reclaimed is the tail of the ring file name this Transport produces
-// into, as its last put or Reap left it: every frame before it was done
-// (claimed or retired) and its space reclaimed. ok is false for a ring it
-// does not produce into, or closed.
-func (t *Transport) Reclaimed(name string) (tail uint64, ok bool) {
-	p := t.ownRing(name)
-	if p == nil {
-		return 0, false
+// Unclaimed lists the frames of this Transport's own rings that still wait
+// for a receiver (ready, as its producer reads them now), as Put returned
+// them; nil when there are none. A producer that waits for its receivers
+// (a graceful shutdown) waits on these.
+func (t *Transport) Unclaimed() []descriptor.RingHandle {
+	var out []descriptor.RingHandle
+	for _, p := range t.producerList() {
+		p.mu.Lock()
+		if !p.closed {
+			for _, pos := range p.ix.byKey {
+				if f, err := readFrame(p.m.data, pos); err == nil && f.state == stateReady && f.kind != kindPadding {
+					out = append(out, descriptor.RingHandle{Name: p.name, Position: pos, Size: int(f.payloadLen)})
+				}
+			}
+		}
+		p.mu.Unlock()
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return 0, false
-	}
-	return p.m.tail(), true
+	return out
 }
 
 // ownRing is the producer of the ring file name that t created, or nil:
@@ -92,15 +96,27 @@ func (p *producer) put(c *counters, key string, kind Kind, total uint64, size in
 		return d, false, fmt.Errorf("ring: lock %s: %w", p.name, err)
 	}
 	defer c.flock(p.m.fd, unix.LOCK_UN)
-	data, capacity := p.m.data, p.m.capacity
-	head := p.m.head()
-	tail, err := p.reclaim()
+	tail, err := p.reclaimTail()
 	if err != nil {
 		return d, false, err
 	}
+	d, ok, tail, err = p.publish(key, kind, total, size, tail, write)
+	// The index forgets the frames reclaimed only now, with the new one in
+	// it: a map a delete empties is reseeded, which costs more than the
+	// delete, and one frame in flight would empty it on every put.
+	p.ix.prune(tail)
+	return d, ok, err
+}
+
+// publish places and publishes the frame in a ring reclaimed up to tail,
+// and returns the tail it leaves; p.mu and the ring lock are held. Index
+// entries before tail are not pruned yet: they name reclaimed frames.
+func (p *producer) publish(key string, kind Kind, total uint64, size int, tail uint64, write func(dst []byte) error) (d descriptor.RingHandle, ok bool, _ uint64, err error) {
+	data, capacity := p.m.data, p.m.capacity
+	head := p.m.head()
 	padding, fits := place(capacity, head, tail, total)
 	if !fits {
-		return d, false, nil
+		return d, false, tail, nil
 	}
 	rewound := false
 	if padding == 0 {
@@ -115,7 +131,7 @@ func (p *producer) put(c *counters, key string, kind Kind, total uint64, size in
 		// The padding is done and was all the ring held: reclaim it now,
 		// so the ring's use is this frame's.
 		p.m.setTail(head)
-		p.ix.prune(head)
+		tail = head
 	}
 	start := head%capacity + frameHeaderSize
 	copy(data[start:], key)
@@ -123,19 +139,20 @@ func (p *producer) put(c *counters, key string, kind Kind, total uint64, size in
 	// Until head moves nothing written past it is visible: a failed write
 	// leaves the ring as it was, the earlier version of key still ready.
 	if err := write(data[start : start+uint64(size) : start+uint64(size)]); err != nil {
-		return d, false, err
+		return d, false, tail, err
 	}
 	writeFrame(data, head, frame{total: uint32(total), payloadLen: uint32(size), kind: kind, keyLen: uint16(len(key))})
 	// Retire an earlier version under the lock every reader takes, before
 	// the new frame is published (SPEC §1 one publisher per key). The next
-	// put reclaims its space; add replaces its index entry.
-	if pos, ok := p.ix.byKey[key]; ok {
-		p.markDone(pos)
+	// put reclaims its space; add replaces its index entry. One before tail
+	// was reclaimed: its bytes may be another frame's now.
+	if pos, ok := p.ix.byKey[key]; ok && pos >= tail {
+		p.markDone(pos, RetiredByPut)
 	}
 	p.m.setHead(head + total)
 	p.ix.add(key, head)
 	p.ix.cursor = head + total
-	return descriptor.RingHandle{Name: p.name, Position: head, Size: size}, true, nil
+	return descriptor.RingHandle{Name: p.name, Position: head, Size: size}, true, tail, nil
 }
 
 // rewindEmpty is off in tests that lay frames out at positions of their
@@ -159,15 +176,23 @@ func rewind(capacity, head, tail, total uint64) uint64 {
 	return capacity - off
 }
 
-// reclaim advances tail over done and padding frames; p.mu and the ring
-// lock are held.
+// reclaim advances tail over done and padding frames and prunes the index;
+// p.mu and the ring lock are held.
 func (p *producer) reclaim() (uint64, error) {
+	tail, err := p.reclaimTail()
+	if err == nil {
+		p.ix.prune(tail)
+	}
+	return tail, err
+}
+
+// reclaimTail is reclaim but for the index, which the caller prunes.
+func (p *producer) reclaimTail() (uint64, error) {
 	tail, err := reclaim(p.m.data, p.m.head(), p.m.tail())
 	if err != nil {
 		return 0, fmt.Errorf("ring: reclaim %s: %w", p.name, err)
 	}
 	p.m.setTail(tail)
-	p.ix.prune(tail)
 	return tail, nil
 }
 
@@ -196,7 +221,7 @@ func (p *producer) retire(s string, byPrefix bool) int {
 	n := 0
 	p.each(s, byPrefix, func(k string, pos uint64) bool {
 		delete(p.ix.byKey, k)
-		if p.markDone(pos) {
+		if p.markDone(pos, RetiredByCancel) {
 			n++
 		}
 		return true
@@ -204,11 +229,14 @@ func (p *producer) retire(s string, byPrefix bool) int {
 	return n
 }
 
-// markDone retires the frame at pos if it is a ready payload, and reports
-// whether it was. p.mu and the ring lock are held.
-func (p *producer) markDone(pos uint64) bool {
+// markDone retires the frame at pos if it is a ready payload, says so to
+// onRetire, and reports whether it was. p.mu and the ring lock are held.
+func (p *producer) markDone(pos uint64, why Retirement) bool {
 	if f, err := readFrame(p.m.data, pos); err == nil && f.state == stateReady && f.kind != kindPadding {
 		markDone(p.m.data, pos)
+		if p.onRetire != nil {
+			p.onRetire(descriptor.RingHandle{Name: p.name, Position: pos, Size: int(f.payloadLen)}, why)
+		}
 		return true
 	}
 	return false
@@ -223,9 +251,7 @@ func (p *producer) retireAll(c *counters) error {
 	}
 	defer c.flock(p.m.fd, unix.LOCK_UN)
 	for _, pos := range p.ix.byKey {
-		if f, err := readFrame(p.m.data, pos); err == nil && f.kind != kindPadding {
-			markDone(p.m.data, pos)
-		}
+		p.markDone(pos, RetiredByClose)
 	}
 	return nil
 }
@@ -307,7 +333,7 @@ func (t *Transport) setup(ek edgeKey) (*producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &producer{name: name, path: scope.Path(name), edge: ek, m: m}
+	p := &producer{name: name, path: scope.Path(name), edge: ek, m: m, onRetire: t.onRetire}
 	for attempt := 0; ; attempt++ {
 		err = updateRegistry(dir, &t.stats, func(dirfd int) error {
 			fd, err := unix.Openat(dirfd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)

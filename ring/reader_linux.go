@@ -89,8 +89,7 @@ func (r *reader) receive(c *counters, key string, desc *descriptor.RingHandle, d
 
 // receiveLocked is receive under the ring lock; r.mu is held.
 func (r *reader) receiveLocked(c *counters, key string, desc *descriptor.RingHandle, decode func(Kind, []byte) (any, error)) (got Taken, ok, dead bool, err error) {
-	c.scans.Add(1)
-	pos, found, err := r.ix.scanFor(r.m.data, r.m.head(), r.m.tail(), key)
+	pos, f, found, err := r.ix.scanFor(r.m.data, r.m.head(), r.m.tail(), key)
 	if err != nil {
 		r.dead.Store(true)
 		return got, false, true, fmt.Errorf("ring: scan %s: %w", r.name, err)
@@ -100,14 +99,14 @@ func (r *reader) receiveLocked(c *counters, key string, desc *descriptor.RingHan
 		return got, false, false, nil
 	}
 	if !found {
-		var indexed bool
+		var indexed, ready bool
 		if pos, indexed = r.ix.byKey[key]; !indexed || desc != nil && pos != desc.Position {
 			return got, false, false, nil
 		}
-	}
-	f, ready, err := r.readyLocked(key, pos)
-	if err != nil || !ready {
-		return got, false, err != nil, err
+		// Indexed by an earlier scan: it may have been claimed since.
+		if f, ready, err = r.readyLocked(key, pos); err != nil || !ready {
+			return got, false, err != nil, err
+		}
 	}
 	// Frames of a dead producer are never delivered (SPEC §7): check now,
 	// not only when the runtime poller gets to its pidfd.
@@ -128,7 +127,6 @@ func (r *reader) receiveLocked(c *counters, key string, desc *descriptor.RingHan
 // scanLocked indexes the frames published since the last scan (SPEC §3
 // get). A corrupt ring is marked dead. r.mu and the ring lock are held.
 func (r *reader) scanLocked(c *counters) error {
-	c.scans.Add(1)
 	if err := r.ix.scan(r.m.data, r.m.head(), r.m.tail()); err != nil {
 		r.dead.Store(true)
 		return fmt.Errorf("ring: scan %s: %w", r.name, err)
@@ -164,7 +162,6 @@ func (r *reader) takeLocked(c *counters, key string, pos uint64, f frame, decode
 		// small): the frame stays ready, indexed, for a later receive.
 		return Taken{}, fmt.Errorf("ring: decode %q from %s: %w", key, r.name, err)
 	}
-	c.takes.Add(1)
 	delete(r.ix.byKey, key)
 	markDone(r.m.data, pos)
 	if err != nil {

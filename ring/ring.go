@@ -3,6 +3,7 @@ package ring
 import (
 	"errors"
 
+	"omnishm/descriptor"
 	"omnishm/proc"
 	"omnishm/scope"
 )
@@ -41,7 +42,27 @@ type Options struct {
 	// after it unlinks one (a crash watchdog can track them).
 	OnCreate func(path string)
 	OnRemove func(path string)
+	// OnRetire is called for each ready frame of this Transport's own
+	// rings that the Transport itself retires unclaimed, with the frame's
+	// handle (as Put returned it) and the call that retired it: so a
+	// producer learns of its retirements from the ring, as they happen,
+	// and keeps no record of its frames to reconcile. It runs under the
+	// ring's lock and its producer's mutex, before Claimed through this
+	// Transport can see the frame done, and must not call the Transport.
+	OnRetire func(h descriptor.RingHandle, why Retirement)
 }
+
+// Retirement is the call that retired a frame unclaimed (Options.OnRetire).
+type Retirement uint8
+
+const (
+	// RetiredByPut: a Put of the frame's key on the same edge replaced it.
+	RetiredByPut Retirement = iota + 1
+	// RetiredByCancel: Cancel or CancelPrefix.
+	RetiredByCancel
+	// RetiredByClose: Close.
+	RetiredByClose
+)
 
 // Taken is a publication a receiver took from a ring: the decode callback's
 // result (the caller's, never a view of ring memory), the payload's size in

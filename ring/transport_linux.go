@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"omnishm/descriptor"
 	"omnishm/scope"
 )
 
@@ -26,6 +27,7 @@ type Transport struct {
 	onReject  func(name string, err error)     // nil: say nothing
 	onCreate  func(string)
 	onRemove  func(string)
+	onRetire  func(descriptor.RingHandle, Retirement) // nil: say nothing
 	stats     counters
 
 	mu          sync.RWMutex
@@ -68,6 +70,7 @@ func New(opts Options) (*Transport, error) {
 		onReject:  opts.OnCorrupt,
 		onCreate:  opts.OnCreate,
 		onRemove:  opts.OnRemove,
+		onRetire:  opts.OnRetire,
 		producers: map[edgeKey]*producer{},
 		disabled:  map[edgeKey]bool{},
 		readers:   map[string]*reader{},
