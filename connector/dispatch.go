@@ -48,6 +48,15 @@ import (
 // wakeups since the last one against what it found), and in that safety
 // re-poll. Hints and wakeups are never proof: a try that misses costs one
 // stat.
+//
+// A new waiter's key costs no stat either while the watch can vouch for
+// it (recent): the dispatcher remembers the keys nobody here waited for
+// when their lock file was closed, and those whose lock file /dev/shm
+// listed just after the watch started; a key outside that set has no
+// segment that a producer following SPEC §6 published, so only the keys in
+// it are tried (after reading the events queued by then). On an overflow,
+// or once the set holds maxRecent keys, every new waiter's key is tried
+// again until a listing of /dev/shm rebuilds the set.
 
 // fullCheckBackoff bounds the safety re-poll of every waited key at this
 // many PollIntervals.
@@ -63,6 +72,10 @@ const recheckLimit = 4
 
 // minRingPoll is the first ring poll interval without a wakeup FIFO.
 const minRingPoll = 100 * time.Microsecond
+
+// maxRecent bounds the keys the dispatcher remembers closed lock files of
+// (recent): beyond it, new waiters' keys are stat'ed until a relisting.
+const maxRecent = 4096
 
 type waitState int
 
@@ -100,12 +113,17 @@ type dispatcher struct {
 	fifo     bool          // the stage has a wakeup FIFO (c.waiter): Interrupt ends the leader's Await
 	interval time.Duration // PollInterval
 
-	mu      sync.Mutex
-	keys    map[string][]*waiter // waiting, by key, in arrival order
-	count   atomic.Int64         // the waiters in keys (written under mu)
-	edges   map[string]int       // waiting per edge from->to
-	fresh   []*waiter            // registered since the last serve
-	hinted  []string             // waited keys whose lock file was closed since
+	mu     sync.Mutex
+	keys   map[string][]*waiter // waiting, by key, in arrival order
+	count  atomic.Int64         // the waiters in keys (written under mu)
+	edges  map[string]int       // waiting per edge from->to
+	fresh  []*waiter            // registered since the last serve
+	hinted []string             // waited keys whose lock file was closed since
+	// recent: keys not waited when their lock file was closed since the
+	// hint watch started, or whose lock file was listed just after it
+	// started; nil while it cannot vouch for every key (no watch, events
+	// lost, more than maxRecent keys). See freshTries.
+	recent  map[string]struct{}
 	closed  bool
 	hints   uint64 // lock files of any key closed (read by syncHints)
 	leading bool   // a goroutine runs lead
@@ -184,6 +202,7 @@ func (d *dispatcher) watchHints() {
 		return
 	}
 	d.shm, d.shmWatch = w, x
+	d.relist()
 }
 
 // hint runs in syncHints for each file closed after writing in /dev/shm.
@@ -197,11 +216,59 @@ func (d *dispatcher) hint(name []byte) {
 	_, waited := d.keys[key]
 	if waited {
 		d.hinted = append(d.hinted, key)
+	} else {
+		d.rememberLocked(key)
 	}
 	d.mu.Unlock()
 	if waited {
 		d.nudge()
 	}
+}
+
+// rememberLocked adds key to recent, which it drops once full; d.mu is
+// held.
+func (d *dispatcher) rememberLocked(key string) {
+	if d.recent == nil {
+		return
+	}
+	if len(d.recent) >= maxRecent {
+		d.recent = nil // a relisting at a full check rebuilds it
+		return
+	}
+	d.recent[key] = struct{}{}
+}
+
+// relist rebuilds recent from the lock files /dev/shm lists now, the hint
+// watch being up: a segment published before the watch started has its
+// lock file there (SPEC §6: the lock file is made before the segment and
+// removed after it), one published since has its close queued or seen.
+// Hints read during the listing land in the new set.
+func (d *dispatcher) relist() {
+	d.mu.Lock()
+	d.recent = map[string]struct{}{}
+	d.mu.Unlock()
+	names, err := listShm()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		d.recent = nil
+		return
+	}
+	for _, name := range names {
+		if key, ok := scope.LockKey(name); ok {
+			d.rememberLocked(key)
+		}
+	}
+}
+
+// listShm lists the names in /dev/shm.
+func listShm() ([]string, error) {
+	f, err := os.Open(scope.ShmDir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }
 
 // nudge wakes run for fresh waiters, hinted keys or the ring's Changes.
@@ -431,6 +498,7 @@ func (d *dispatcher) handOver(own *waiter, ctx context.Context) bool {
 		if d.count.Load() > 0 || len(d.fresh) > 0 || len(d.hinted) > 0 {
 			return false
 		}
+		d.forgetLocked()
 		d.leading = false
 		return true
 	}
@@ -440,13 +508,23 @@ func (d *dispatcher) handOver(own *waiter, ctx context.Context) bool {
 	if d.count.Load() == 0 || own.state == waiting && d.count.Load() == 1 {
 		// Nothing else waits: what fresh and hinted still hold is of
 		// waiters gone (or own's, taken back by its Recv).
-		d.fresh, d.hinted = nil, nil
+		d.forgetLocked()
 		d.leading = false
 		return true
 	}
 	d.leaders.Add(1)
 	go d.lead(nil, nil)
 	return true
+}
+
+// forgetLocked drops the fresh waiters and hinted keys of a dispatcher
+// nobody waits in, remembering the hinted keys in recent for the waiter a
+// later Recv of the key makes; d.mu is held.
+func (d *dispatcher) forgetLocked() {
+	for _, key := range d.hinted {
+		d.rememberLocked(key)
+	}
+	d.fresh, d.hinted = nil, nil
 }
 
 // schedule sets when the leader looks again at the latest (zero: only on
@@ -532,6 +610,9 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 	}
 	full := lost || due(d.fullAt, now)
 	all := full || due(d.busyAt, now)
+	if full && !lost && d.shm != nil && d.recentLost() {
+		d.relist() // recent filled up since the last one
+	}
 
 	// The rings: one sweep per waited edge, each ring locked at most once.
 	frames, busy := d.sweepEdges(edges, fresh, all)
@@ -566,7 +647,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		tries = d.segmentCandidates()
 		d.stats.fullChecks.Add(1)
 	} else {
-		tries = append(freshKeys(fresh, ""), hinted...)
+		tries = append(d.freshTries(fresh), hinted...)
 	}
 	found := d.trySegments(tries)
 
@@ -691,12 +772,7 @@ func (d *dispatcher) segmentCandidates() []string {
 	if len(keys) <= listWaiters {
 		return keys
 	}
-	f, err := os.Open(scope.ShmDir)
-	if err != nil {
-		return keys
-	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
+	names, err := listShm()
 	if err != nil {
 		return keys
 	}
@@ -760,6 +836,63 @@ func (d *dispatcher) sweep(from string, keys []string) (frames int, busy bool) {
 	return st.Frames, st.Busy
 }
 
+// recentLost reports that recent cannot vouch for new waiters' keys.
+func (d *dispatcher) recentLost() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.recent == nil
+}
+
+// freshTries are the keys of the new waiters, still waiting, whose
+// segment may be there: all of them when recent cannot vouch; else, once
+// the lock-file events queued now are read (one system call for them
+// all), those in recent, and the waited keys those events hinted.
+func (d *dispatcher) freshTries(fresh []*waiter) []string {
+	d.mu.Lock()
+	vouch, pending := d.recent != nil, false
+	for _, w := range fresh {
+		if _, ok := d.keys[w.key]; ok {
+			pending = true
+			break
+		}
+	}
+	d.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	if vouch {
+		// A publication whose close is still queued is in recent, or
+		// hinted, once read; one closed after this read finds its key
+		// waited.
+		d.syncHints()
+		if d.shmWatch.Lost() {
+			d.nudge() // serve again: rewatch, relist, try every waited key
+		}
+	}
+	var tries []string
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if vouch && d.shmWatch.Lost() {
+		d.recent = nil
+	}
+	for _, w := range fresh {
+		if _, ok := d.keys[w.key]; !ok {
+			continue
+		}
+		if d.recent == nil {
+			tries = append(tries, w.key)
+		} else if _, ok := d.recent[w.key]; ok {
+			delete(d.recent, w.key)
+			tries = append(tries, w.key)
+		}
+	}
+	if vouch {
+		tries = append(tries, d.hinted...)
+		d.hinted = nil
+	}
+	return tries
+}
+
 // trySegments claims the per-key segments of keys that still have waiters;
 // found reports a claim.
 func (d *dispatcher) trySegments(keys []string) (found bool) {
@@ -774,6 +907,11 @@ func (d *dispatcher) trySegments(keys []string) (found bool) {
 		seen[key] = true
 		d.mu.Lock()
 		w := d.reserveLocked("", key)
+		if w == nil {
+			// Its waiter left before the try (a hinted key's, or a new
+			// one's): the next waiter of the key tries it.
+			d.rememberLocked(key)
+		}
 		d.mu.Unlock()
 		if w == nil {
 			continue
@@ -813,9 +951,13 @@ func (d *dispatcher) rewatchHints() {
 	if err != nil {
 		d.shm.Close()
 		d.shm, d.shmWatch = nil, nil
+		d.mu.Lock()
+		d.recent = nil
+		d.mu.Unlock()
 		return
 	}
 	d.shmWatch = x
+	d.relist()
 }
 
 // shutdown ends every waiter with ErrClosed and releases the hint watch.
