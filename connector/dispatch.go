@@ -5,7 +5,6 @@ package connector
 import (
 	"context"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,15 +84,31 @@ const (
 	finished                  // its result is in ch
 )
 
-// waiter is one Recv parked on its channel.
+// waiter is one Recv parked on its channel. Waiters are recycled
+// (waiterPool): a Recv that had its result hands its waiter back, so a
+// delivery allocates neither the waiter nor its channel.
 type waiter struct {
 	from, key string
 	alloc     frame.Allocator // RecvInto's supplied memory; nil for Recv
 	ch        chan result     // the one result, buffered
 	// Under dispatcher.mu:
 	state     waitState
-	cancelled bool // its Recv gave up while a claim for it was under way
+	cancelled bool    // its Recv gave up while a claim for it was under way
+	next      *waiter // the next waiter of its key, in arrival order
 }
+
+var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan result, 1)} }}
+
+// release hands back the waiter of a Recv that received its result: the
+// dispatcher holds it nowhere any more (fresh holds copies of its key).
+func (w *waiter) release() {
+	*w = waiter{ch: w.ch}
+	waiterPool.Put(w)
+}
+
+// waitKey is a new waiter's edge and key, as serve reads them: a copy,
+// since its waiter may be served, handed back and reused meanwhile.
+type waitKey struct{ from, key string }
 
 type result struct {
 	msg Message
@@ -114,11 +129,12 @@ type dispatcher struct {
 	interval time.Duration // PollInterval
 
 	mu     sync.Mutex
-	keys   map[string][]*waiter // waiting, by key, in arrival order
-	count  atomic.Int64         // the waiters in keys (written under mu)
-	edges  map[string]int       // waiting per edge from->to
-	fresh  []*waiter            // registered since the last serve
-	hinted []string             // waited keys whose lock file was closed since
+	keys   map[string]*waiter // waiting, by key: the first to arrive (its next the others)
+	count  atomic.Int64       // the waiters in keys (written under mu)
+	edges  map[string]int     // waiting per edge from->to
+	fresh  []waitKey          // registered since the last serve
+	spare  []waitKey          // the fresh that serve handed back, for reuse
+	hinted []string           // waited keys whose lock file was closed since
 	// recent: keys not waited when their lock file was closed since the
 	// hint watch started, or whose lock file was listed just after it
 	// started; nil while it cannot vouch for every key (no watch, events
@@ -145,9 +161,12 @@ type dispatcher struct {
 	ringEvery, fullEvery, busyEvery time.Duration
 	ringAt, fullAt, busyAt          time.Time // zero: not scheduled; ringAt only without Await
 	reservedNow                     []*waiter
-	edgeBuf                         []string      // unswept's
-	wakeFullAt                      time.Time     // the last full check for a wakeup without an event
-	wakes                           atomic.Uint64 // the FIFO's wakeups served so far
+	edgeBuf                         []string        // unswept's
+	takeEdges, keyBuf, tryBuf       []string        // take's, sweepEdges', freshTries'
+	seen                            map[string]bool // trySegments'
+
+	wakeFullAt time.Time     // the last full check for a wakeup without an event
+	wakes      atomic.Uint64 // the FIFO's wakeups served so far
 
 	stats   dispatchStats
 	recheck func(i int) // tests: run before each look of lead's recheck loop
@@ -162,7 +181,7 @@ func (c *SHM) dispatch() *dispatcher {
 		}
 		d := &dispatcher{
 			c: c, to: string(c.opts.StageID), interval: c.opts.PollInterval,
-			keys: map[string][]*waiter{}, edges: map[string]int{},
+			keys: map[string]*waiter{}, edges: map[string]int{},
 			kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		}
 		if c.waiter != nil {
@@ -286,16 +305,16 @@ func (d *dispatcher) nudge() {
 // dispatcher stopped. With lead set, no goroutine leads: the caller must
 // run lead(w, ctx) itself.
 func (d *dispatcher) wait(from, key string, a frame.Allocator) (w *waiter, lead bool, err error) {
-	w = &waiter{from: from, key: key, alloc: a, ch: make(chan result, 1)}
+	w = waiterPool.Get().(*waiter)
+	w.from, w.key, w.alloc = from, key, a
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
+		w.release()
 		return nil, false, ErrClosed
 	}
-	d.keys[key] = append(d.keys[key], w)
-	d.edges[from]++
-	d.count.Add(1)
-	d.fresh = append(d.fresh, w)
+	d.addLocked(w)
+	d.fresh = append(d.fresh, waitKey{from, key})
 	if lead = !d.leading; lead {
 		d.leading = true
 		d.leaders.Add(1)
@@ -326,17 +345,37 @@ func (d *dispatcher) cancel(w *waiter) (r result, claimed bool) {
 	return r, r.ok || r.err != nil
 }
 
+// addLocked puts w last among its key's waiters.
+func (d *dispatcher) addLocked(w *waiter) {
+	p := d.keys[w.key]
+	if p == nil {
+		d.keys[w.key] = w
+	} else {
+		for p.next != nil {
+			p = p.next
+		}
+		p.next = w
+	}
+	d.edges[w.from]++
+	d.count.Add(1)
+}
+
 // removeLocked takes a waiting w out of keys and edges.
 func (d *dispatcher) removeLocked(w *waiter) {
-	list := d.keys[w.key]
-	if i := slices.Index(list, w); i >= 0 {
-		list = slices.Delete(list, i, i+1)
-	}
-	if len(list) == 0 {
+	switch head := d.keys[w.key]; {
+	case head == w && w.next == nil:
 		delete(d.keys, w.key)
-	} else {
-		d.keys[w.key] = list
+	case head == w:
+		d.keys[w.key] = w.next
+	default:
+		for p := head; p != nil; p = p.next {
+			if p.next == w {
+				p.next = w.next
+				break
+			}
+		}
 	}
+	w.next = nil
 	if d.edges[w.from]--; d.edges[w.from] <= 0 {
 		delete(d.edges, w.from)
 	}
@@ -346,7 +385,7 @@ func (d *dispatcher) removeLocked(w *waiter) {
 // reserveLocked takes the first waiter of key (of edge from->d.to, or of
 // any edge when from is "") out of keys: a claim for it begins.
 func (d *dispatcher) reserveLocked(from, key string) *waiter {
-	for _, w := range d.keys[key] {
+	for w := d.keys[key]; w != nil; w = w.next {
 		if from == "" || w.from == from {
 			d.removeLocked(w)
 			w.state = reserved
@@ -364,7 +403,8 @@ func (d *dispatcher) finish(w *waiter, r result) {
 	defer d.mu.Unlock()
 	if !r.ok && r.err == nil && !w.cancelled {
 		w.state = waiting
-		d.keys[w.key] = append([]*waiter{w}, d.keys[w.key]...)
+		w.next = d.keys[w.key]
+		d.keys[w.key] = w
 		d.edges[w.from]++
 		d.count.Add(1)
 		return
@@ -595,6 +635,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		wakes = total - d.wakes.Swap(total)
 	}
 	fresh, hinted, edges := d.take()
+	defer func() { d.giveBack(fresh) }()
 	if edges == nil {
 		d.ringAt, d.fullAt, d.busyAt = time.Time{}, time.Time{}, time.Time{}
 		return time.Time{}
@@ -691,25 +732,34 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 
 // take hands serve what arrived since it last looked: the new waiters, the
 // hinted keys, and the waited edges (nil when nothing waits).
-func (d *dispatcher) take() (fresh []*waiter, hinted []string, edges []string) {
+func (d *dispatcher) take() (fresh []waitKey, hinted []string, edges []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	fresh, hinted = d.fresh, d.hinted
-	d.fresh, d.hinted = nil, nil
+	d.fresh, d.hinted, d.spare = d.spare, nil, nil
 	if len(d.keys) > 0 {
-		edges = make([]string, 0, len(d.edges))
+		edges = d.takeEdges[:0]
 		for from := range d.edges {
 			edges = append(edges, from)
 		}
+		d.takeEdges = edges
 	}
 	return fresh, hinted, edges
+}
+
+// giveBack keeps the fresh serve took, once read, for the next take.
+func (d *dispatcher) giveBack(fresh []waitKey) {
+	clear(fresh)
+	d.mu.Lock()
+	d.spare = fresh[:0]
+	d.mu.Unlock()
 }
 
 // sweepEdges sweeps the rings of each waited edge once, looking up the new
 // waiters' keys in the rings' indexes (every waited key when all is set).
 // It returns the frames published since the last sweep, and reports a ring
 // whose lock was held by another process.
-func (d *dispatcher) sweepEdges(edges []string, fresh []*waiter, all bool) (frames int, busy bool) {
+func (d *dispatcher) sweepEdges(edges []string, fresh []waitKey, all bool) (frames int, busy bool) {
 	if d.c.ring.Capacity() == 0 || !numeric(d.to) {
 		return 0, false
 	}
@@ -721,7 +771,8 @@ func (d *dispatcher) sweepEdges(edges []string, fresh []*waiter, all bool) (fram
 		if all {
 			keys = d.waitedKeys(from)
 		} else {
-			keys = freshKeys(fresh, from)
+			keys = freshKeys(d.keyBuf[:0], fresh, from)
+			d.keyBuf = keys
 		}
 		n, b := d.sweep(from, keys)
 		frames, busy = frames+n, busy || b
@@ -731,12 +782,10 @@ func (d *dispatcher) sweepEdges(edges []string, fresh []*waiter, all bool) (fram
 
 func due(at, now time.Time) bool { return !at.IsZero() && !now.Before(at) }
 
-// freshKeys are the keys of the new waiters of edge from->d.to (of every
-// edge when from is "").
-func freshKeys(fresh []*waiter, from string) []string {
-	var keys []string
+// freshKeys appends to keys those of the new waiters of edge from->d.to.
+func freshKeys(keys []string, fresh []waitKey, from string) []string {
 	for _, w := range fresh {
-		if from == "" || w.from == from {
+		if w.from == from {
 			keys = append(keys, w.key)
 		}
 	}
@@ -749,8 +798,8 @@ func (d *dispatcher) waitedKeys(from string) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	keys := make([]string, 0, len(d.keys))
-	for key, list := range d.keys {
-		for _, w := range list {
+	for key, first := range d.keys {
+		for w := first; w != nil; w = w.next {
 			if from == "" || w.from == from {
 				keys = append(keys, key)
 				break
@@ -847,7 +896,7 @@ func (d *dispatcher) recentLost() bool {
 // segment may be there: all of them when recent cannot vouch; else, once
 // the lock-file events queued now are read (one system call for them
 // all), those in recent, and the waited keys those events hinted.
-func (d *dispatcher) freshTries(fresh []*waiter) []string {
+func (d *dispatcher) freshTries(fresh []waitKey) []string {
 	d.mu.Lock()
 	vouch, pending := d.recent != nil, false
 	for _, w := range fresh {
@@ -869,7 +918,8 @@ func (d *dispatcher) freshTries(fresh []*waiter) []string {
 			d.nudge() // serve again: rewatch, relist, try every waited key
 		}
 	}
-	var tries []string
+	tries := d.tryBuf[:0]
+	defer func() { d.tryBuf = tries }()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if vouch && d.shmWatch.Lost() {
@@ -899,7 +949,11 @@ func (d *dispatcher) trySegments(keys []string) (found bool) {
 	if len(keys) == 0 {
 		return false
 	}
-	seen := make(map[string]bool, len(keys))
+	if d.seen == nil {
+		d.seen = map[string]bool{}
+	}
+	seen := d.seen
+	defer clear(seen)
 	for _, key := range keys {
 		if seen[key] {
 			continue
@@ -964,8 +1018,10 @@ func (d *dispatcher) rewatchHints() {
 func (d *dispatcher) shutdown() {
 	d.mu.Lock()
 	var all []*waiter
-	for _, list := range d.keys {
-		all = append(all, list...)
+	for _, first := range d.keys {
+		for w := first; w != nil; w = w.next {
+			all = append(all, w)
+		}
 	}
 	clear(d.keys)
 	clear(d.edges)
