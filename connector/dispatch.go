@@ -139,10 +139,11 @@ type dispatcher struct {
 	// hint watch started, or whose lock file was listed just after it
 	// started; nil while it cannot vouch for every key (no watch, events
 	// lost, more than maxRecent keys). See freshTries.
-	recent  map[string]struct{}
-	closed  bool
-	hints   uint64 // lock files of any key closed (read by syncHints)
-	leading bool   // a goroutine runs lead
+	recent   map[string]struct{}
+	closed   bool
+	hints    uint64 // lock files of any key closed (read by syncHints)
+	leading  bool   // a goroutine runs lead
+	sleeping bool   // the leader sleeps (or is about to) and no new waiter nudged it yet
 
 	kick    chan struct{} // fresh waiters or hinted keys
 	stop    chan struct{}
@@ -319,8 +320,10 @@ func (d *dispatcher) wait(from, key string, a frame.Allocator) (w *waiter, lead 
 		d.leading = true
 		d.leaders.Add(1)
 	}
+	nudge := d.sleeping && !lead
+	d.sleeping = false // one nudge per sleep
 	d.mu.Unlock()
-	if !lead {
+	if nudge {
 		d.nudge()
 	}
 	return w, lead, nil
@@ -400,17 +403,18 @@ func (d *dispatcher) reserveLocked(from, key string) *waiter {
 // up meanwhile).
 func (d *dispatcher) finish(w *waiter, r result) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if !r.ok && r.err == nil && !w.cancelled {
 		w.state = waiting
 		w.next = d.keys[w.key]
 		d.keys[w.key] = w
 		d.edges[w.from]++
 		d.count.Add(1)
+		d.mu.Unlock()
 		return
 	}
 	w.state = finished
-	w.ch <- r
+	d.mu.Unlock()
+	w.ch <- r // outside mu: a cancel that sees finished waits for it
 }
 
 // lead runs the dispatcher's loop: it sleeps until something changes, then
@@ -477,7 +481,10 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 			asleep = d.count.Load() > 0
 		}
 		stopped := false
-		if d.await {
+		if !d.sleep() {
+			// New waiters came during the serve (they nudge only a
+			// leader that sleeps): serve them first.
+		} else if d.await {
 			select {
 			case <-d.stop:
 				stopped = true
@@ -510,6 +517,9 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 				ticked = true
 			}
 		}
+		d.mu.Lock()
+		d.sleeping = false
+		d.mu.Unlock()
 		if asleep {
 			d.c.waiter.EndSleep()
 		}
@@ -520,6 +530,15 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 		d.schedule(d.serve(woke, ticked))
 		d.serving.Store(false)
 	}
+}
+
+// sleep reports that the leader may sleep: no new waiter came since the
+// last serve. From then on until it wakes, the next new waiter nudges it.
+func (d *dispatcher) sleep() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sleeping = len(d.fresh) == 0
+	return d.sleeping
 }
 
 // handOver reports that the leader leaves the loop: a Recv's (own) whose
