@@ -76,7 +76,7 @@ const minRingPoll = 100 * time.Microsecond
 // (recent): beyond it, new waiters' keys are stat'ed until a relisting.
 const maxRecent = 4096
 
-type waitState int
+type waitState int32
 
 const (
 	waiting  waitState = iota // in keys, to be served
@@ -91,8 +91,10 @@ type waiter struct {
 	from, key string
 	alloc     frame.Allocator // RecvInto's supplied memory; nil for Recv
 	ch        chan result     // the one result, buffered
+	// A waitState: written under dispatcher.mu, but for finished with a
+	// result (the waiter is out of keys by then), hence atomic.
+	state atomic.Int32
 	// Under dispatcher.mu:
-	state     waitState
 	cancelled bool    // its Recv gave up while a claim for it was under way
 	next      *waiter // the next waiter of its key, in arrival order
 }
@@ -334,10 +336,10 @@ func (d *dispatcher) wait(from, key string, a frame.Allocator) (w *waiter, lead 
 // decode error) is returned with claimed set, never dropped.
 func (d *dispatcher) cancel(w *waiter) (r result, claimed bool) {
 	d.mu.Lock()
-	switch w.state {
+	switch waitState(w.state.Load()) {
 	case waiting:
 		d.removeLocked(w)
-		w.state = finished
+		w.state.Store(int32(finished))
 		d.mu.Unlock()
 		return result{}, false
 	case reserved:
@@ -391,7 +393,7 @@ func (d *dispatcher) reserveLocked(from, key string) *waiter {
 	for w := d.keys[key]; w != nil; w = w.next {
 		if from == "" || w.from == from {
 			d.removeLocked(w)
-			w.state = reserved
+			w.state.Store(int32(reserved))
 			return w
 		}
 	}
@@ -402,9 +404,16 @@ func (d *dispatcher) reserveLocked(from, key string) *waiter {
 // missed, back to the head of its key's waiters (or done, if its Recv gave
 // up meanwhile).
 func (d *dispatcher) finish(w *waiter, r result) {
+	if r.ok || r.err != nil {
+		// No lock: w is out of keys, and a cancel that saw it reserved
+		// waits for this.
+		w.state.Store(int32(finished))
+		w.ch <- r
+		return
+	}
 	d.mu.Lock()
-	if !r.ok && r.err == nil && !w.cancelled {
-		w.state = waiting
+	if !w.cancelled {
+		w.state.Store(int32(waiting))
 		w.next = d.keys[w.key]
 		d.keys[w.key] = w
 		d.edges[w.from]++
@@ -412,7 +421,7 @@ func (d *dispatcher) finish(w *waiter, r result) {
 		d.mu.Unlock()
 		return
 	}
-	w.state = finished
+	w.state.Store(int32(finished))
 	d.mu.Unlock()
 	w.ch <- r // outside mu: a cancel that sees finished waits for it
 }
@@ -561,10 +570,10 @@ func (d *dispatcher) handOver(own *waiter, ctx context.Context) bool {
 		d.leading = false
 		return true
 	}
-	if own.state != finished && ctx.Err() == nil {
+	if waitState(own.state.Load()) != finished && ctx.Err() == nil {
 		return false
 	}
-	if d.count.Load() == 0 || own.state == waiting && d.count.Load() == 1 {
+	if d.count.Load() == 0 || waitState(own.state.Load()) == waiting && d.count.Load() == 1 {
 		// Nothing else waits: what fresh and hinted still hold is of
 		// waiters gone (or own's, taken back by its Recv).
 		d.forgetLocked()
@@ -1047,7 +1056,7 @@ func (d *dispatcher) shutdown() {
 	d.count.Store(0)
 	d.fresh, d.hinted = nil, nil
 	for _, w := range all {
-		w.state = finished
+		w.state.Store(int32(finished))
 		w.ch <- result{err: ErrClosed}
 	}
 	d.mu.Unlock()
