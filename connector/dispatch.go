@@ -5,7 +5,6 @@ package connector
 import (
 	"context"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +47,15 @@ import (
 // wakeups since the last one against what it found), and in that safety
 // re-poll. Hints and wakeups are never proof: a try that misses costs one
 // stat.
+//
+// A new waiter's key costs no stat either while the watch can vouch for
+// it (recent): the dispatcher remembers the keys nobody here waited for
+// when their lock file was closed, and those whose lock file /dev/shm
+// listed just after the watch started; a key outside that set has no
+// segment that a producer following SPEC §6 published, so only the keys in
+// it are tried (after reading the events queued by then). On an overflow,
+// or once the set holds maxRecent keys, every new waiter's key is tried
+// again until a listing of /dev/shm rebuilds the set.
 
 // fullCheckBackoff bounds the safety re-poll of every waited key at this
 // many PollIntervals.
@@ -64,7 +72,11 @@ const recheckLimit = 4
 // minRingPoll is the first ring poll interval without a wakeup FIFO.
 const minRingPoll = 100 * time.Microsecond
 
-type waitState int
+// maxRecent bounds the keys the dispatcher remembers closed lock files of
+// (recent): beyond it, new waiters' keys are stat'ed until a relisting.
+const maxRecent = 4096
+
+type waitState int32
 
 const (
 	waiting  waitState = iota // in keys, to be served
@@ -72,15 +84,33 @@ const (
 	finished                  // its result is in ch
 )
 
-// waiter is one Recv parked on its channel.
+// waiter is one Recv parked on its channel. Waiters are recycled
+// (waiterPool): a Recv that had its result hands its waiter back, so a
+// delivery allocates neither the waiter nor its channel.
 type waiter struct {
 	from, key string
 	alloc     frame.Allocator // RecvInto's supplied memory; nil for Recv
 	ch        chan result     // the one result, buffered
+	// A waitState: written under dispatcher.mu, but for finished with a
+	// result (the waiter is out of keys by then), hence atomic.
+	state atomic.Int32
 	// Under dispatcher.mu:
-	state     waitState
-	cancelled bool // its Recv gave up while a claim for it was under way
+	cancelled bool    // its Recv gave up while a claim for it was under way
+	next      *waiter // the next waiter of its key, in arrival order
 }
+
+var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan result, 1)} }}
+
+// release hands back the waiter of a Recv that received its result: the
+// dispatcher holds it nowhere any more (fresh holds copies of its key).
+func (w *waiter) release() {
+	*w = waiter{ch: w.ch}
+	waiterPool.Put(w)
+}
+
+// waitKey is a new waiter's edge and key, as serve reads them: a copy,
+// since its waiter may be served, handed back and reused meanwhile.
+type waitKey struct{ from, key string }
 
 type result struct {
 	msg Message
@@ -100,15 +130,22 @@ type dispatcher struct {
 	fifo     bool          // the stage has a wakeup FIFO (c.waiter): Interrupt ends the leader's Await
 	interval time.Duration // PollInterval
 
-	mu      sync.Mutex
-	keys    map[string][]*waiter // waiting, by key, in arrival order
-	count   atomic.Int64         // the waiters in keys (written under mu)
-	edges   map[string]int       // waiting per edge from->to
-	fresh   []*waiter            // registered since the last serve
-	hinted  []string             // waited keys whose lock file was closed since
-	closed  bool
-	hints   uint64 // lock files of any key closed (read by syncHints)
-	leading bool   // a goroutine runs lead
+	mu     sync.Mutex
+	keys   map[string]*waiter // waiting, by key: the first to arrive (its next the others)
+	count  atomic.Int64       // the waiters in keys (written under mu)
+	edges  map[string]int     // waiting per edge from->to
+	fresh  []waitKey          // registered since the last serve
+	spare  []waitKey          // the fresh that serve handed back, for reuse
+	hinted []string           // waited keys whose lock file was closed since
+	// recent: keys not waited when their lock file was closed since the
+	// hint watch started, or whose lock file was listed just after it
+	// started; nil while it cannot vouch for every key (no watch, events
+	// lost, more than maxRecent keys). See freshTries.
+	recent   map[string]struct{}
+	closed   bool
+	hints    uint64 // lock files of any key closed (read by syncHints)
+	leading  bool   // a goroutine runs lead
+	sleeping bool   // the leader sleeps (or is about to) and no new waiter nudged it yet
 
 	kick    chan struct{} // fresh waiters or hinted keys
 	stop    chan struct{}
@@ -127,9 +164,12 @@ type dispatcher struct {
 	ringEvery, fullEvery, busyEvery time.Duration
 	ringAt, fullAt, busyAt          time.Time // zero: not scheduled; ringAt only without Await
 	reservedNow                     []*waiter
-	edgeBuf                         []string      // unswept's
-	wakeFullAt                      time.Time     // the last full check for a wakeup without an event
-	wakes                           atomic.Uint64 // the FIFO's wakeups served so far
+	edgeBuf                         []string        // unswept's
+	takeEdges, keyBuf, tryBuf       []string        // take's, sweepEdges', freshTries'
+	seen                            map[string]bool // trySegments'
+
+	wakeFullAt time.Time     // the last full check for a wakeup without an event
+	wakes      atomic.Uint64 // the FIFO's wakeups served so far
 
 	stats   dispatchStats
 	recheck func(i int) // tests: run before each look of lead's recheck loop
@@ -144,7 +184,7 @@ func (c *SHM) dispatch() *dispatcher {
 		}
 		d := &dispatcher{
 			c: c, to: string(c.opts.StageID), interval: c.opts.PollInterval,
-			keys: map[string][]*waiter{}, edges: map[string]int{},
+			keys: map[string]*waiter{}, edges: map[string]int{},
 			kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		}
 		if c.waiter != nil {
@@ -184,6 +224,7 @@ func (d *dispatcher) watchHints() {
 		return
 	}
 	d.shm, d.shmWatch = w, x
+	d.relist()
 }
 
 // hint runs in syncHints for each file closed after writing in /dev/shm.
@@ -197,11 +238,59 @@ func (d *dispatcher) hint(name []byte) {
 	_, waited := d.keys[key]
 	if waited {
 		d.hinted = append(d.hinted, key)
+	} else {
+		d.rememberLocked(key)
 	}
 	d.mu.Unlock()
 	if waited {
 		d.nudge()
 	}
+}
+
+// rememberLocked adds key to recent, which it drops once full; d.mu is
+// held.
+func (d *dispatcher) rememberLocked(key string) {
+	if d.recent == nil {
+		return
+	}
+	if len(d.recent) >= maxRecent {
+		d.recent = nil // a relisting at a full check rebuilds it
+		return
+	}
+	d.recent[key] = struct{}{}
+}
+
+// relist rebuilds recent from the lock files /dev/shm lists now, the hint
+// watch being up: a segment published before the watch started has its
+// lock file there (SPEC §6: the lock file is made before the segment and
+// removed after it), one published since has its close queued or seen.
+// Hints read during the listing land in the new set.
+func (d *dispatcher) relist() {
+	d.mu.Lock()
+	d.recent = map[string]struct{}{}
+	d.mu.Unlock()
+	names, err := listShm()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		d.recent = nil
+		return
+	}
+	for _, name := range names {
+		if key, ok := scope.LockKey(name); ok {
+			d.rememberLocked(key)
+		}
+	}
+}
+
+// listShm lists the names in /dev/shm.
+func listShm() ([]string, error) {
+	f, err := os.Open(scope.ShmDir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }
 
 // nudge wakes run for fresh waiters, hinted keys or the ring's Changes.
@@ -219,22 +308,24 @@ func (d *dispatcher) nudge() {
 // dispatcher stopped. With lead set, no goroutine leads: the caller must
 // run lead(w, ctx) itself.
 func (d *dispatcher) wait(from, key string, a frame.Allocator) (w *waiter, lead bool, err error) {
-	w = &waiter{from: from, key: key, alloc: a, ch: make(chan result, 1)}
+	w = waiterPool.Get().(*waiter)
+	w.from, w.key, w.alloc = from, key, a
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
+		w.release()
 		return nil, false, ErrClosed
 	}
-	d.keys[key] = append(d.keys[key], w)
-	d.edges[from]++
-	d.count.Add(1)
-	d.fresh = append(d.fresh, w)
+	d.addLocked(w)
+	d.fresh = append(d.fresh, waitKey{from, key})
 	if lead = !d.leading; lead {
 		d.leading = true
 		d.leaders.Add(1)
 	}
+	nudge := d.sleeping && !lead
+	d.sleeping = false // one nudge per sleep
 	d.mu.Unlock()
-	if !lead {
+	if nudge {
 		d.nudge()
 	}
 	return w, lead, nil
@@ -245,10 +336,10 @@ func (d *dispatcher) wait(from, key string, a frame.Allocator) (w *waiter, lead 
 // decode error) is returned with claimed set, never dropped.
 func (d *dispatcher) cancel(w *waiter) (r result, claimed bool) {
 	d.mu.Lock()
-	switch w.state {
+	switch waitState(w.state.Load()) {
 	case waiting:
 		d.removeLocked(w)
-		w.state = finished
+		w.state.Store(int32(finished))
 		d.mu.Unlock()
 		return result{}, false
 	case reserved:
@@ -259,17 +350,37 @@ func (d *dispatcher) cancel(w *waiter) (r result, claimed bool) {
 	return r, r.ok || r.err != nil
 }
 
+// addLocked puts w last among its key's waiters.
+func (d *dispatcher) addLocked(w *waiter) {
+	p := d.keys[w.key]
+	if p == nil {
+		d.keys[w.key] = w
+	} else {
+		for p.next != nil {
+			p = p.next
+		}
+		p.next = w
+	}
+	d.edges[w.from]++
+	d.count.Add(1)
+}
+
 // removeLocked takes a waiting w out of keys and edges.
 func (d *dispatcher) removeLocked(w *waiter) {
-	list := d.keys[w.key]
-	if i := slices.Index(list, w); i >= 0 {
-		list = slices.Delete(list, i, i+1)
-	}
-	if len(list) == 0 {
+	switch head := d.keys[w.key]; {
+	case head == w && w.next == nil:
 		delete(d.keys, w.key)
-	} else {
-		d.keys[w.key] = list
+	case head == w:
+		d.keys[w.key] = w.next
+	default:
+		for p := head; p != nil; p = p.next {
+			if p.next == w {
+				p.next = w.next
+				break
+			}
+		}
 	}
+	w.next = nil
 	if d.edges[w.from]--; d.edges[w.from] <= 0 {
 		delete(d.edges, w.from)
 	}
@@ -279,10 +390,10 @@ func (d *dispatcher) removeLocked(w *waiter) {
 // reserveLocked takes the first waiter of key (of edge from->d.to, or of
 // any edge when from is "") out of keys: a claim for it begins.
 func (d *dispatcher) reserveLocked(from, key string) *waiter {
-	for _, w := range d.keys[key] {
+	for w := d.keys[key]; w != nil; w = w.next {
 		if from == "" || w.from == from {
 			d.removeLocked(w)
-			w.state = reserved
+			w.state.Store(int32(reserved))
 			return w
 		}
 	}
@@ -293,17 +404,26 @@ func (d *dispatcher) reserveLocked(from, key string) *waiter {
 // missed, back to the head of its key's waiters (or done, if its Recv gave
 // up meanwhile).
 func (d *dispatcher) finish(w *waiter, r result) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !r.ok && r.err == nil && !w.cancelled {
-		w.state = waiting
-		d.keys[w.key] = append([]*waiter{w}, d.keys[w.key]...)
-		d.edges[w.from]++
-		d.count.Add(1)
+	if r.ok || r.err != nil {
+		// No lock: w is out of keys, and a cancel that saw it reserved
+		// waits for this.
+		w.state.Store(int32(finished))
+		w.ch <- r
 		return
 	}
-	w.state = finished
-	w.ch <- r
+	d.mu.Lock()
+	if !w.cancelled {
+		w.state.Store(int32(waiting))
+		w.next = d.keys[w.key]
+		d.keys[w.key] = w
+		d.edges[w.from]++
+		d.count.Add(1)
+		d.mu.Unlock()
+		return
+	}
+	w.state.Store(int32(finished))
+	d.mu.Unlock()
+	w.ch <- r // outside mu: a cancel that sees finished waits for it
 }
 
 // lead runs the dispatcher's loop: it sleeps until something changes, then
@@ -370,7 +490,10 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 			asleep = d.count.Load() > 0
 		}
 		stopped := false
-		if d.await {
+		if !d.sleep() {
+			// New waiters came during the serve (they nudge only a
+			// leader that sleeps): serve them first.
+		} else if d.await {
 			select {
 			case <-d.stop:
 				stopped = true
@@ -403,6 +526,9 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 				ticked = true
 			}
 		}
+		d.mu.Lock()
+		d.sleeping = false
+		d.mu.Unlock()
 		if asleep {
 			d.c.waiter.EndSleep()
 		}
@@ -413,6 +539,15 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 		d.schedule(d.serve(woke, ticked))
 		d.serving.Store(false)
 	}
+}
+
+// sleep reports that the leader may sleep: no new waiter came since the
+// last serve. From then on until it wakes, the next new waiter nudges it.
+func (d *dispatcher) sleep() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sleeping = len(d.fresh) == 0
+	return d.sleeping
 }
 
 // handOver reports that the leader leaves the loop: a Recv's (own) whose
@@ -431,22 +566,33 @@ func (d *dispatcher) handOver(own *waiter, ctx context.Context) bool {
 		if d.count.Load() > 0 || len(d.fresh) > 0 || len(d.hinted) > 0 {
 			return false
 		}
+		d.forgetLocked()
 		d.leading = false
 		return true
 	}
-	if own.state != finished && ctx.Err() == nil {
+	if waitState(own.state.Load()) != finished && ctx.Err() == nil {
 		return false
 	}
-	if d.count.Load() == 0 || own.state == waiting && d.count.Load() == 1 {
+	if d.count.Load() == 0 || waitState(own.state.Load()) == waiting && d.count.Load() == 1 {
 		// Nothing else waits: what fresh and hinted still hold is of
 		// waiters gone (or own's, taken back by its Recv).
-		d.fresh, d.hinted = nil, nil
+		d.forgetLocked()
 		d.leading = false
 		return true
 	}
 	d.leaders.Add(1)
 	go d.lead(nil, nil)
 	return true
+}
+
+// forgetLocked drops the fresh waiters and hinted keys of a dispatcher
+// nobody waits in, remembering the hinted keys in recent for the waiter a
+// later Recv of the key makes; d.mu is held.
+func (d *dispatcher) forgetLocked() {
+	for _, key := range d.hinted {
+		d.rememberLocked(key)
+	}
+	d.fresh, d.hinted = nil, nil
 }
 
 // schedule sets when the leader looks again at the latest (zero: only on
@@ -517,6 +663,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		wakes = total - d.wakes.Swap(total)
 	}
 	fresh, hinted, edges := d.take()
+	defer func() { d.giveBack(fresh) }()
 	if edges == nil {
 		d.ringAt, d.fullAt, d.busyAt = time.Time{}, time.Time{}, time.Time{}
 		return time.Time{}
@@ -532,6 +679,9 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 	}
 	full := lost || due(d.fullAt, now)
 	all := full || due(d.busyAt, now)
+	if full && !lost && d.shm != nil && d.recentLost() {
+		d.relist() // recent filled up since the last one
+	}
 
 	// The rings: one sweep per waited edge, each ring locked at most once.
 	frames, busy := d.sweepEdges(edges, fresh, all)
@@ -566,7 +716,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		tries = d.segmentCandidates()
 		d.stats.fullChecks.Add(1)
 	} else {
-		tries = append(freshKeys(fresh, ""), hinted...)
+		tries = append(d.freshTries(fresh), hinted...)
 	}
 	found := d.trySegments(tries)
 
@@ -610,25 +760,34 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 
 // take hands serve what arrived since it last looked: the new waiters, the
 // hinted keys, and the waited edges (nil when nothing waits).
-func (d *dispatcher) take() (fresh []*waiter, hinted []string, edges []string) {
+func (d *dispatcher) take() (fresh []waitKey, hinted []string, edges []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	fresh, hinted = d.fresh, d.hinted
-	d.fresh, d.hinted = nil, nil
+	d.fresh, d.hinted, d.spare = d.spare, nil, nil
 	if len(d.keys) > 0 {
-		edges = make([]string, 0, len(d.edges))
+		edges = d.takeEdges[:0]
 		for from := range d.edges {
 			edges = append(edges, from)
 		}
+		d.takeEdges = edges
 	}
 	return fresh, hinted, edges
+}
+
+// giveBack keeps the fresh serve took, once read, for the next take.
+func (d *dispatcher) giveBack(fresh []waitKey) {
+	clear(fresh)
+	d.mu.Lock()
+	d.spare = fresh[:0]
+	d.mu.Unlock()
 }
 
 // sweepEdges sweeps the rings of each waited edge once, looking up the new
 // waiters' keys in the rings' indexes (every waited key when all is set).
 // It returns the frames published since the last sweep, and reports a ring
 // whose lock was held by another process.
-func (d *dispatcher) sweepEdges(edges []string, fresh []*waiter, all bool) (frames int, busy bool) {
+func (d *dispatcher) sweepEdges(edges []string, fresh []waitKey, all bool) (frames int, busy bool) {
 	if d.c.ring.Capacity() == 0 || !numeric(d.to) {
 		return 0, false
 	}
@@ -640,7 +799,8 @@ func (d *dispatcher) sweepEdges(edges []string, fresh []*waiter, all bool) (fram
 		if all {
 			keys = d.waitedKeys(from)
 		} else {
-			keys = freshKeys(fresh, from)
+			keys = freshKeys(d.keyBuf[:0], fresh, from)
+			d.keyBuf = keys
 		}
 		n, b := d.sweep(from, keys)
 		frames, busy = frames+n, busy || b
@@ -650,12 +810,10 @@ func (d *dispatcher) sweepEdges(edges []string, fresh []*waiter, all bool) (fram
 
 func due(at, now time.Time) bool { return !at.IsZero() && !now.Before(at) }
 
-// freshKeys are the keys of the new waiters of edge from->d.to (of every
-// edge when from is "").
-func freshKeys(fresh []*waiter, from string) []string {
-	var keys []string
+// freshKeys appends to keys those of the new waiters of edge from->d.to.
+func freshKeys(keys []string, fresh []waitKey, from string) []string {
 	for _, w := range fresh {
-		if from == "" || w.from == from {
+		if w.from == from {
 			keys = append(keys, w.key)
 		}
 	}
@@ -668,8 +826,8 @@ func (d *dispatcher) waitedKeys(from string) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	keys := make([]string, 0, len(d.keys))
-	for key, list := range d.keys {
-		for _, w := range list {
+	for key, first := range d.keys {
+		for w := first; w != nil; w = w.next {
 			if from == "" || w.from == from {
 				keys = append(keys, key)
 				break
@@ -691,12 +849,7 @@ func (d *dispatcher) segmentCandidates() []string {
 	if len(keys) <= listWaiters {
 		return keys
 	}
-	f, err := os.Open(scope.ShmDir)
-	if err != nil {
-		return keys
-	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
+	names, err := listShm()
 	if err != nil {
 		return keys
 	}
@@ -760,13 +913,75 @@ func (d *dispatcher) sweep(from string, keys []string) (frames int, busy bool) {
 	return st.Frames, st.Busy
 }
 
+// recentLost reports that recent cannot vouch for new waiters' keys.
+func (d *dispatcher) recentLost() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.recent == nil
+}
+
+// freshTries are the keys of the new waiters, still waiting, whose
+// segment may be there: all of them when recent cannot vouch; else, once
+// the lock-file events queued now are read (one system call for them
+// all), those in recent, and the waited keys those events hinted.
+func (d *dispatcher) freshTries(fresh []waitKey) []string {
+	d.mu.Lock()
+	vouch, pending := d.recent != nil, false
+	for _, w := range fresh {
+		if _, ok := d.keys[w.key]; ok {
+			pending = true
+			break
+		}
+	}
+	d.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	if vouch {
+		// A publication whose close is still queued is in recent, or
+		// hinted, once read; one closed after this read finds its key
+		// waited.
+		d.syncHints()
+		if d.shmWatch.Lost() {
+			d.nudge() // serve again: rewatch, relist, try every waited key
+		}
+	}
+	tries := d.tryBuf[:0]
+	defer func() { d.tryBuf = tries }()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if vouch && d.shmWatch.Lost() {
+		d.recent = nil
+	}
+	for _, w := range fresh {
+		if _, ok := d.keys[w.key]; !ok {
+			continue
+		}
+		if d.recent == nil {
+			tries = append(tries, w.key)
+		} else if _, ok := d.recent[w.key]; ok {
+			delete(d.recent, w.key)
+			tries = append(tries, w.key)
+		}
+	}
+	if vouch {
+		tries = append(tries, d.hinted...)
+		d.hinted = nil
+	}
+	return tries
+}
+
 // trySegments claims the per-key segments of keys that still have waiters;
 // found reports a claim.
 func (d *dispatcher) trySegments(keys []string) (found bool) {
 	if len(keys) == 0 {
 		return false
 	}
-	seen := make(map[string]bool, len(keys))
+	if d.seen == nil {
+		d.seen = map[string]bool{}
+	}
+	seen := d.seen
+	defer clear(seen)
 	for _, key := range keys {
 		if seen[key] {
 			continue
@@ -774,6 +989,11 @@ func (d *dispatcher) trySegments(keys []string) (found bool) {
 		seen[key] = true
 		d.mu.Lock()
 		w := d.reserveLocked("", key)
+		if w == nil {
+			// Its waiter left before the try (a hinted key's, or a new
+			// one's): the next waiter of the key tries it.
+			d.rememberLocked(key)
+		}
 		d.mu.Unlock()
 		if w == nil {
 			continue
@@ -813,24 +1033,30 @@ func (d *dispatcher) rewatchHints() {
 	if err != nil {
 		d.shm.Close()
 		d.shm, d.shmWatch = nil, nil
+		d.mu.Lock()
+		d.recent = nil
+		d.mu.Unlock()
 		return
 	}
 	d.shmWatch = x
+	d.relist()
 }
 
 // shutdown ends every waiter with ErrClosed and releases the hint watch.
 func (d *dispatcher) shutdown() {
 	d.mu.Lock()
 	var all []*waiter
-	for _, list := range d.keys {
-		all = append(all, list...)
+	for _, first := range d.keys {
+		for w := first; w != nil; w = w.next {
+			all = append(all, w)
+		}
 	}
 	clear(d.keys)
 	clear(d.edges)
 	d.count.Store(0)
 	d.fresh, d.hinted = nil, nil
 	for _, w := range all {
-		w.state = finished
+		w.state.Store(int32(finished))
 		w.ch <- result{err: ErrClosed}
 	}
 	d.mu.Unlock()

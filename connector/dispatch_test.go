@@ -354,3 +354,91 @@ func TestFramePutAtTheRecheckLimitIsServed(t *testing.T) {
 		}
 	}
 }
+
+// A new waiter's key whose lock-file close the dispatcher did not see
+// (made before its watch started) or saw but could not keep (events lost
+// in an overflow, more closes than it remembers) still has its per-key
+// segment found at once: with its wakeup served before the waiter comes
+// and the safety re-poll an hour away, only that first try can deliver it.
+func TestNewWaiterFindsAnUnseenSegment(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(c *connector.SHM) // what the dispatcher loses before the put; nil: put before the receiver opens
+	}{
+		{"published before the watch", nil},
+		{"close lost in an overflow", connector.LoseHints},
+		{"more closes than remembered", connector.DropRecent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := shmtest.Scope(t)
+			send := conntest.Open(t, sc, "0", connector.NoRing)
+			key := shmtest.Key("unseen")
+			put := func() { conntest.MustPut(t, send, "0", "1", key, conntest.Codes(1, 7)) }
+			if tc.lose == nil {
+				put()
+			}
+			recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: connector.NoRing, PollInterval: time.Hour, Spin: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer recv.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), shmtest.Patience)
+			defer cancel()
+			if tc.lose != nil {
+				// Another waiter keeps the dispatcher reading events.
+				other := make(chan error, 1)
+				go func() {
+					_, _, err := recv.Recv(ctx, "0", shmtest.Key("other"))
+					other <- err
+				}()
+				defer func() {
+					cancel()
+					<-other
+				}()
+				waitSettled(t, recv, 1)
+				tc.lose(recv)
+				put()
+				waitSettled(t, recv, 1) // its wakeup served: its close read, if seen
+			}
+			v, _, err := recv.Recv(ctx, "0", key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := conntest.CodesOf(t, v)[0]; got != 7 {
+				t.Fatalf("got %d, want 7", got)
+			}
+		})
+	}
+}
+
+// A new waiter whose key no lock-file close named costs no per-key try:
+// the dispatcher's watch vouches that no segment of it was published.
+func TestNewWaiterCostsNoTry(t *testing.T) {
+	sc := shmtest.Scope(t)
+	recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: connector.NoRing, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n = 20
+	done := make(chan error, n)
+	for range n {
+		key := shmtest.Key("quiet")
+		go func() {
+			_, _, err := recv.Recv(ctx, "0", key)
+			done <- err
+		}()
+	}
+	waitSettled(t, recv, n)
+	if w := connector.Dispatched(recv); w.SegmentTries != 0 || w.FullChecks != 0 {
+		t.Fatalf("work for %d new waiters: %+v, want no per-key try", n, w)
+	}
+	cancel()
+	for range n {
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a waiter ended with %v", err)
+		}
+	}
+}

@@ -37,3 +37,16 @@ func OnRecheck(c *SHM, f func(i int)) { c.dispatch().recheck = f }
 
 // RecheckLimit is how many rechecks the leader serves before a sleep.
 const RecheckLimit = recheckLimit
+
+// LoseHints has c's receive dispatcher's lock-file watch lose its events
+// from now on, as an inotify overflow does.
+func LoseHints(c *SHM) { c.dispatch().shmWatch.Remove() }
+
+// DropRecent has c's receive dispatcher forget the keys of the lock files
+// closed so far, as when more than it can remember were.
+func DropRecent(c *SHM) {
+	d := c.dispatch()
+	d.mu.Lock()
+	d.recent = nil
+	d.mu.Unlock()
+}

@@ -484,9 +484,12 @@ func (c *SHM) recv(ctx context.Context, from, key string, a frame.Allocator) (ms
 	}
 	select {
 	case r := <-w.ch:
+		w.release()
 		return r.msg, r.err
 	case <-ctx.Done():
-		if r, claimed := d.cancel(w); claimed {
+		r, claimed := d.cancel(w)
+		w.release()
+		if claimed {
 			return r.msg, r.err
 		}
 		return Message{}, c.recvErr(ctx, from, key)
