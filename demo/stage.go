@@ -92,9 +92,10 @@ type stageProcess struct {
 	cfg      stageConfig
 	requests []string
 	conn     connector.Receiver
-	control  chan string   // lines from the parent; closed when stdin ends
-	wavs     []*wavWriter  // stage 2: one per request, opened before "ready"
-	cpu      time.Duration // CPU time from "go" to "close"
+	control  chan string     // lines from the parent; closed when stdin ends
+	wavs     []*wavWriter    // stage 2: one per request, opened before "ready"
+	checks   []*checkBuffers // stage 2: one per request, made before "ready"
+	cpu      time.Duration   // CPU time from "go" to "close"
 	// spare are payloads its Sender has put and handed back
 	// (SenderOptions.Recycle), for later chunks to reuse. A plain list,
 	// not a sync.Pool, which a GC empties: the payloads' memory is then
@@ -202,11 +203,16 @@ func (p *stageProcess) run(ctx context.Context) error {
 			}
 		}()
 		for _, req := range p.requests {
-			w, err := newWAVWriter(filepath.Join(p.cfg.Out, req+".wav"), len(p.requests))
+			w, err := newWAVWriter(filepath.Join(p.cfg.Out, req+".wav"), len(p.requests), p.cfg.Chunks*samplesPerChunk)
 			if err != nil {
 				return err
 			}
 			p.wavs = append(p.wavs, w)
+			c, err := newCheckBuffers()
+			if err != nil {
+				return err
+			}
+			p.checks = append(p.checks, c)
 		}
 	}
 	var sender *stream.Sender
@@ -264,6 +270,12 @@ func (p *stageProcess) stream(ctx context.Context, sender *stream.Sender, up pro
 	if err := p.pipeline(ctx, sender, up, warm, WarmUpChunks, false); err != nil {
 		return fmt.Errorf("warm-up stream: %w", err)
 	}
+	// A collection, as a stage that has served requests has been through:
+	// the run's allocations then reuse the warm-up's freed memory. Before
+	// its first collection a fresh process takes every allocation from
+	// pages it never touched, each a page fault in the run (about one a
+	// chunk in stages 1 and 2, mostly decoded chunks' maps).
+	runtime.GC()
 	p.say(event{Event: "warmed"})
 	if err := p.await(ctx, "go"); err != nil {
 		return err
@@ -441,7 +453,7 @@ func (p *stageProcess) relay(ctx context.Context, s *stream.Sender, up proc.ID, 
 	return perRequest(ctx, requests, func(ctx context.Context, r int, req string) error {
 		// Its chunks' stamps travel on in the chunks it sends, which its
 		// Sender may still hold after each returns: no recycled memory.
-		_, err := readChunks(ctx, p.conn, "0", "1", req, up, false, func(n int, chunk map[string]any) error {
+		_, err := readChunks(ctx, p.conn, "0", "1", req, up, nil, func(n int, chunk map[string]any) error {
 			_, codes, err := chunkTensor[int64](chunk, "codes", "audio")
 			if err == nil && len(codes) != codesPerChunk {
 				err = fmt.Errorf("%d codes, want %d", len(codes), codesPerChunk)
@@ -560,16 +572,9 @@ func (p *stageProcess) collect(ctx context.Context, up proc.ID, requests []strin
 		if run {
 			w = p.wavs[r]
 		}
-		// The samples chunk n must carry, recomputed in place chunk after
-		// chunk (as its codes are), and their bytes: the check compares
-		// bits (a vectorised memory compare; slices.Equal's float compare
-		// sample by sample was a tenth of the stage's CPU).
-		want, codes := make([]float32, samplesPerChunk), make([]int64, codesPerChunk)
-		wantBytes, err := tensor.FromSlice(want)
-		if err != nil {
-			return err
-		}
-		n, err := readChunks(ctx, p.conn, "1", "2", req, up, true, func(n int, chunk map[string]any) error {
+		bufs := p.checks[r] // the warm-up's one request uses request 0's
+		want, codes, wantBytes := bufs.want, bufs.codes, bufs.wantBytes
+		n, err := readChunks(ctx, p.conn, "1", "2", req, up, bufs.room, func(n int, chunk map[string]any) error {
 			now := int64(hostclock.Now())
 			key := func() string { return stream.Key(req, "1", n) } // for errors only
 			demo, _ := chunk["demo"].(map[string]any)
@@ -629,24 +634,20 @@ func (p *stageProcess) collect(ctx context.Context, up proc.ID, requests []strin
 
 // readChunks reads request req on edge from->to from its sender up and
 // calls each with every chunk in order, the finished one included; it
-// returns how many chunks it read. With recycle set, each chunk's tensors
-// are decoded into one buffer the next chunk reuses (stream's NextInto):
-// each must then keep nothing of its chunk.
-func readChunks(ctx context.Context, conn connector.Receiver, from, to, req string, up proc.ID, recycle bool, each func(n int, chunk map[string]any) error) (int, error) {
+// returns how many chunks it read. With room set, each chunk's tensors are
+// decoded into room, which the next chunk reuses (stream's NextInto): each
+// must then keep nothing of its chunk.
+func readChunks(ctx context.Context, conn connector.Receiver, from, to, req string, up proc.ID, room []byte, each func(n int, chunk map[string]any) error) (int, error) {
 	rd, err := stream.NewReader(conn, from, to, req, stream.ReaderOptions{Sender: up})
 	if err != nil {
 		return 0, err
 	}
 	defer rd.Close()
-	var buf []byte
 	var arena frame.Arena
-	if recycle {
-		buf = make([]byte, chunkRoom)
-	}
 	for n := 0; ; n++ {
 		var chunk map[string]any
-		if recycle {
-			arena.Reset(buf)
+		if room != nil {
+			arena.Reset(room)
 			chunk, err = rd.NextInto(ctx, &arena)
 		} else {
 			chunk, err = rd.Next(ctx)
@@ -666,6 +667,31 @@ func readChunks(ctx context.Context, conn connector.Receiver, from, to, req stri
 // chunkRoom is the memory a recycled chunk decodes into: an audio chunk's
 // samples (7 KiB) and its stamps, with room to spare.
 const chunkRoom = 32 << 10
+
+// checkBuffers are the memory stage 2 checks one request's chunks with,
+// reused chunk after chunk: the samples chunk n must carry, recomputed in
+// place (as its codes are), and their bytes, which the check compares
+// bits with (a vectorised memory compare; slices.Equal's float compare
+// sample by sample was a tenth of the stage's CPU); and the room its
+// chunks decode into.
+type checkBuffers struct {
+	want      []float32
+	codes     []int64
+	wantBytes *tensor.Tensor // want's bytes
+	room      []byte
+}
+
+// newCheckBuffers makes one request's checkBuffers, at setup, with their
+// pages written: fresh heap memory is not faulted in by make, and the
+// first chunks' faults were the run's.
+func newCheckBuffers() (*checkBuffers, error) {
+	b := &checkBuffers{want: make([]float32, samplesPerChunk), codes: make([]int64, codesPerChunk), room: make([]byte, chunkRoom)}
+	clear(b.want)
+	clear(b.room)
+	var err error
+	b.wantBytes, err = tensor.FromSlice(b.want)
+	return b, err
+}
 
 // perRequest runs fn for every request concurrently and returns the first
 // error; the first failure cancels the others.

@@ -33,7 +33,9 @@ type SenderOptions struct {
 	// chunk was put, or dropped): from then on the payload and its tensors
 	// are the caller's again, so a producer can reuse their memory for a
 	// later chunk instead of allocating one per chunk. It must not block:
-	// the next put waits for it.
+	// the next put waits for it. The Sender then reuses its own chunk maps
+	// too (the shallow copy of a payload that carries the finish mark): a
+	// transport that Recycle suits keeps nothing of a payload after Put.
 	Recycle func(payload map[string]any)
 }
 
@@ -69,6 +71,7 @@ type Sender struct {
 	closed   bool
 	abort    bool
 	sent     map[string]*sentChunks // chunks put and not known claimed, per request (claims only)
+	spare    []map[string]any       // emptied chunk maps to reuse (Recycle only)
 
 	puts, dropped, reclaimed atomic.Int64
 	closeOnce                sync.Once
@@ -143,6 +146,11 @@ func (s *Sender) enqueue(ctx context.Context, request string, payload map[string
 	s.mu.Lock()
 	_, live := s.next[request] // its id was checked when its first chunk came
 	err := s.checkLocked(request)
+	var reuse map[string]any
+	if n := len(s.spare); n > 0 && err == nil {
+		reuse, s.spare[n-1] = s.spare[n-1], nil
+		s.spare = s.spare[:n-1]
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return err
@@ -152,7 +160,7 @@ func (s *Sender) enqueue(ctx context.Context, request string, payload map[string
 			return err
 		}
 	}
-	chunk, err := newChunk(payload, last)
+	chunk, err := newChunkInto(reuse, payload, last)
 	if err != nil {
 		return err
 	}
@@ -315,6 +323,10 @@ func (s *Sender) run() {
 		}
 		if s.opts.Recycle != nil {
 			s.opts.Recycle(o.payload)
+			clear(o.chunk) // keeps its memory; its meta map, one of bareMeta or the chunk's own, is left alone
+			s.mu.Lock()
+			s.spare = append(s.spare, o.chunk)
+			s.mu.Unlock()
 		}
 		<-s.slots
 	}

@@ -277,6 +277,50 @@ func TestRecycle(t *testing.T) {
 	}
 }
 
+// TestRecycleReusesChunkMaps: with Recycle set the Sender reuses its chunk
+// maps, and a chunk put from a reused one carries its own payload's fields
+// only (it fails when a reused map keeps an earlier chunk's fields or
+// finish mark). A queue of one makes every chunk after the first reuse one.
+func TestRecycleReusesChunkMaps(t *testing.T) {
+	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+		prod, recv := conntest.Open(t, sc, "0", ringBytes), conntest.Open(t, sc, "1", ringBytes)
+		s := mustSender(t, prod, SenderOptions{QueueLimit: 1, Recycle: func(map[string]any) {}})
+		req := shmtest.Key("reuse")
+		const chunks = 6
+		ctx := context.Background()
+		for n := range chunks {
+			payload := map[string]any{"n": n}
+			if n%3 == 0 {
+				payload["extra"] = "x"
+			}
+			if n%2 == 1 {
+				payload["meta"] = map[string]any{"who": n}
+			}
+			send := s.Send
+			if n == chunks-1 {
+				send = s.Finish
+			}
+			if err := send(ctx, req, payload); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rd := mustReader(t, recv, req, ReaderOptions{})
+		for n := range chunks {
+			chunk, err := rd.Next(ctx)
+			if err != nil {
+				t.Fatalf("chunk %d: %v", n, err)
+			}
+			meta, _ := chunk["meta"].(map[string]any)
+			_, extra := chunk["extra"]
+			_, who := meta["who"]
+			if chunk["n"] != int64(n) || extra != (n%3 == 0) || who != (n%2 == 1) || Finished(chunk) != (n == chunks-1) {
+				t.Fatalf("chunk %d is %v", n, chunk)
+			}
+		}
+		<-s.Release(req)
+	})
+}
+
 func TestPutErrorReported(t *testing.T) {
 	m := newMem()
 	m.putErr = errBoom

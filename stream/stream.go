@@ -137,6 +137,12 @@ var bareMeta = [2]map[string]any{
 // It must not be written to: without user meta fields, its meta map is one
 // of bareMeta.
 func newChunk(payload map[string]any, finished bool) (map[string]any, error) {
+	return newChunkInto(nil, payload, finished)
+}
+
+// newChunkInto is newChunk into chunk, an empty map of an earlier chunk
+// (nil: a new map), whose memory it reuses.
+func newChunkInto(chunk, payload map[string]any, finished bool) (map[string]any, error) {
 	var meta map[string]any
 	switch m := payload["meta"].(type) {
 	case nil:
@@ -151,7 +157,9 @@ func newChunk(payload map[string]any, finished bool) (map[string]any, error) {
 	default:
 		return nil, fmt.Errorf("%w: meta is %T, want map[string]any", ErrBadChunk, m)
 	}
-	chunk := make(map[string]any, len(payload)+1)
+	if chunk == nil {
+		chunk = make(map[string]any, len(payload)+1)
+	}
 	maps.Copy(chunk, payload)
 	chunk["meta"] = meta
 	return chunk, nil
