@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"slices"
@@ -161,10 +160,9 @@ func wavSamples(b []byte) (int, error) {
 // into its write buffer (no copy from a PCM buffer into a bufio.Writer's),
 // and writes the buffer out when it is full.
 type wavWriter struct {
-	f       *os.File
-	bytes   int    // PCM bytes written so far
-	buf     []byte // PCM not yet written; its capacity is the write size
-	written int64  // the file's size when it was opened: zeros, or nothing
+	f     *os.File
+	bytes int    // PCM bytes written so far
+	buf   []byte // PCM not yet written; its capacity is the write size
 }
 
 // wavBuffers bounds the write buffers of a run's WAV files together: each
@@ -172,18 +170,10 @@ type wavWriter struct {
 // at 4 KiB nearly every chunk was a write system call).
 const wavBuffers = 8 << 20
 
-// wavWrittenAhead bounds the bytes of a run's WAV files that
-// newWAVWriter writes ahead as zeros, together.
-const wavWrittenAhead = 64 << 20
-
-// newWAVWriter creates the file at path, for one of requests files of
-// samples samples each. Its buffer's pages are touched here, at setup:
-// not faulted in by the first chunks. While the run's files fit
-// wavWrittenAhead together, it also writes the file's size in zeros, which
-// the samples then overwrite: the file system allocates the file's blocks
-// and cached pages at setup, not in the run (that was most of the cost of
-// each write, and a tenth of stage 2's CPU).
-func newWAVWriter(path string, requests, samples int) (*wavWriter, error) {
+// newWAVWriter creates the file at path, for one of requests files. Its
+// buffer's pages are touched here, at setup: not faulted in by the first
+// chunks.
+func newWAVWriter(path string, requests int) (*wavWriter, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
@@ -192,20 +182,6 @@ func newWAVWriter(path string, requests, samples int) (*wavWriter, error) {
 	w := &wavWriter{f: f, buf: make([]byte, size)}
 	for i := range w.buf {
 		w.buf[i] = 0 // the pages, faulted in before the clock starts
-	}
-	if fileSize := int64(wavHeaderSize + 2*samples); fileSize*int64(requests) <= wavWrittenAhead {
-		for w.written < fileSize {
-			n, err := f.Write(w.buf[:min(int64(len(w.buf)), fileSize-w.written)])
-			w.written += int64(n)
-			if err != nil {
-				f.Close()
-				return nil, err
-			}
-		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			f.Close()
-			return nil, err
-		}
 	}
 	w.buf = w.buf[:wavHeaderSize] // zeros where the header goes at the end
 	return w, nil
@@ -232,9 +208,6 @@ func (w *wavWriter) finish() error {
 	err := w.flush()
 	if err == nil {
 		_, err = w.f.WriteAt(wavHeader(w.bytes), 0)
-	}
-	if size := int64(wavHeaderSize + w.bytes); err == nil && w.written > size {
-		err = w.f.Truncate(size) // fewer samples than written ahead
 	}
 	if cerr := w.f.Close(); err == nil {
 		err = cerr

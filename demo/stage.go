@@ -203,7 +203,7 @@ func (p *stageProcess) run(ctx context.Context) error {
 			}
 		}()
 		for _, req := range p.requests {
-			w, err := newWAVWriter(filepath.Join(p.cfg.Out, req+".wav"), len(p.requests), p.cfg.Chunks*samplesPerChunk)
+			w, err := newWAVWriter(filepath.Join(p.cfg.Out, req+".wav"), len(p.requests))
 			if err != nil {
 				return err
 			}
