@@ -37,8 +37,6 @@ func (c *SHM) TakeReady(from string, keys []string, deliver func(key string, m M
 			deliver(key, Message{}, keyError("recv", key, err))
 			return
 		}
-		c.gets.Add(1)
-		c.ringGets.Add(1)
 		c.stats.got(from, to, PathRing, got.Size) // stats, as getRingWith counts
 		deliver(key, Message{Payload: got.Value, Size: got.Size, Producer: got.Producer}, nil)
 	})

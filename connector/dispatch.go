@@ -888,8 +888,6 @@ func (d *dispatcher) sweep(from string, keys []string) (frames int, busy bool) {
 			d.finish(w, result{err: keyError("recv", key, err)})
 			return
 		}
-		d.c.gets.Add(1)
-		d.c.ringGets.Add(1)
 		d.c.stats.got(from, d.to, PathRing, got.Size) // stats, as getRing counts
 		d.finish(w, result{msg: Message{Payload: got.Value, Size: got.Size, Producer: got.Producer}, ok: true})
 	}

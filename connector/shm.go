@@ -47,11 +47,11 @@ type SHM struct {
 	closeOnce    sync.Once
 	closed       atomic.Bool
 
-	gets, ringGets, ringFallbacks atomic.Uint64 // puts are counted in stats alone
-	watchdogWarned, unsafeWarned  atomic.Bool
-	ringDirTracked                atomic.Bool
-	fifos                         []string // tracked with the watchdog (crash.go)
-	stats                         stats    // per-edge figures (stats.go)
+	ringFallbacks                atomic.Uint64 // puts and gets are counted in stats alone
+	watchdogWarned, unsafeWarned atomic.Bool
+	ringDirTracked               atomic.Bool
+	fifos                        []string // tracked with the watchdog (crash.go)
+	stats                        stats    // per-edge figures (stats.go)
 }
 
 // Open returns a shared-memory connector configured by opts (the zero
@@ -387,7 +387,6 @@ func (c *SHM) getSegmentInto(from, to, key string, a frame.Allocator) (Message, 
 	if err != nil {
 		return Message{}, false, err
 	}
-	c.gets.Add(1)
 	c.stats.got(from, to, PathSegment, len(data)) // stats
 	return Message{Payload: v, Size: len(data)}, true, nil
 }
@@ -549,8 +548,6 @@ func (c *SHM) getRingWith(from, to, key string, rd *descriptor.RingHandle, decod
 	if !ok {
 		return Message{}, false, nil
 	}
-	c.gets.Add(1)
-	c.ringGets.Add(1)
 	c.stats.got(from, to, PathRing, got.Size) // stats
 	return Message{Payload: got.Value, Size: got.Size, Producer: got.Producer}, true, nil
 }
@@ -581,16 +578,16 @@ func (c *SHM) cleanupSegment(key string) bool {
 // segments and drops cached rings of producers that are gone.
 func (c *SHM) Reap() { c.ring.Reap() }
 
-// Health implements Transport. Its put figures are the per-edge ones of
-// Stats summed: a put counts itself once.
+// Health implements Transport. Its put and get figures are the per-edge
+// ones of Stats summed: a put or a get counts itself once.
 func (c *SHM) Health() Health {
-	puts, bytes, ringPuts := c.stats.putTotals()
+	puts, bytes, ringPuts, gets, ringGets := c.stats.totals()
 	return Health{
 		Puts:              puts,
-		Gets:              c.gets.Load(),
+		Gets:              gets,
 		BytesTransferred:  bytes,
 		HostRingPuts:      ringPuts,
-		HostRingGets:      c.ringGets.Load(),
+		HostRingGets:      ringGets,
 		HostRingFallbacks: c.ringFallbacks.Load(),
 	}
 }

@@ -267,19 +267,22 @@ func (s *stats) put(from, to string, p Path, size int, start time.Duration) {
 	}
 }
 
-// putTotals sums the put figures over every edge: publications, their
-// bytes, and those that took the ring (Health).
-func (s *stats) putTotals() (puts, bytes, ringPuts uint64) {
+// totals sums the figures Health reports over every edge: publications,
+// their bytes, those that took the ring, claims and the ring's claims. (Health
+// keeps no counters of its own: a put or a get counts itself once, here.)
+func (s *stats) totals() (puts, bytes, ringPuts, gets, ringGets uint64) {
 	if l := s.edges.Load(); l != nil {
 		for _, e := range *l {
 			for p := range NumPaths {
 				puts += e.puts[p].Load()
 				bytes += e.putBytes[p].Load()
+				gets += e.gets[p].Load()
 			}
 			ringPuts += e.puts[PathRing].Load()
+			ringGets += e.gets[PathRing].Load()
 		}
 	}
-	return puts, bytes, ringPuts
+	return puts, bytes, ringPuts, gets, ringGets
 }
 
 // got is the hook where a Get has claimed size bytes by path p.

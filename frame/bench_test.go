@@ -80,3 +80,16 @@ func BenchmarkLargeTensorBaseline(b *testing.B) {
 		copy(dst, ring)
 	}
 }
+
+// BenchmarkPairPayload: the codec's share of connector's
+// BenchmarkPairFlockRatio, a map of one 512-byte float32 tensor, prepared,
+// written and decoded.
+func BenchmarkPairPayload(b *testing.B) {
+	x, _ := tensor.FromSlice(make([]float32, 128), 128)
+	payload := map[string]any{"data": x}
+	buf := make([]byte, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		roundTrip(b, payload, buf)
+	}
+}

@@ -51,7 +51,7 @@ func Claimed(h descriptor.RingHandle) (bool, error) {
 	}
 	var fh [frameHeaderSize]byte
 	if head.Capacity > 0 && head.Tail <= h.Position && h.Position < head.Head {
-		if n, err := pread(fd, fh[:], HeaderSize+int64(h.Position%head.Capacity)); err != nil {
+		if n, err := pread(fd, fh[:], HeaderSize+int64(offsetIn(h.Position, head.Capacity))); err != nil {
 			return fail(err)
 		} else if n < len(fh) {
 			return fail(fmt.Errorf("%w: file ends before the frame at %d", ErrCorrupt, h.Position))
@@ -96,7 +96,7 @@ func (p *producer) claimed(h descriptor.RingHandle) (done, ok bool, err error) {
 	hdr := Header{Capacity: p.m.capacity, Head: p.m.head(), Tail: p.m.tail()}
 	var fh []byte
 	if hdr.Tail <= h.Position && h.Position < hdr.Head {
-		off := h.Position % hdr.Capacity
+		off := offsetIn(h.Position, hdr.Capacity)
 		fh = p.m.data[off:min(off+frameHeaderSize, hdr.Capacity)]
 	}
 	if done, err = claimed(hdr, hdr.Tail, h.Position, h.Size, fh); err != nil {

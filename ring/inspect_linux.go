@@ -102,7 +102,7 @@ func readUsed(fd int, file []byte) (int, error) {
 		return pread(fd, file, 0)
 	}
 	for pos := h.Tail; pos < h.Head; { // at most two pieces: one wrap
-		off := pos % h.Capacity
+		off := offsetIn(pos, h.Capacity)
 		end := min(h.Capacity, off+(h.Head-pos))
 		piece := file[HeaderSize+off : HeaderSize+end]
 		if m, err := pread(fd, piece, int64(HeaderSize+off)); err != nil || m < len(piece) {

@@ -88,6 +88,17 @@ func TestAlign16(t *testing.T) {
 	}
 }
 
+func TestOffsetIn(t *testing.T) {
+	for _, c := range []struct{ pos, capacity uint64 }{
+		{0, 4096}, {4095, 4096}, {4096, 4096}, {1<<64 - 16, 4 << 20},
+		{0, 4112}, {4112, 4112}, {1<<64 - 16, 4112}, {12345 * 16, 48 << 10},
+	} {
+		if got, want := offsetIn(c.pos, c.capacity), c.pos%c.capacity; got != want {
+			t.Errorf("offsetIn(%d, %d) = %d, want %d", c.pos, c.capacity, got, want)
+		}
+	}
+}
+
 func TestPlace(t *testing.T) {
 	for _, c := range []struct {
 		name                 string

@@ -133,7 +133,7 @@ func (p *producer) publish(key string, kind Kind, total uint64, size int, tail u
 		p.m.setTail(head)
 		tail = head
 	}
-	start := head%capacity + frameHeaderSize
+	start := offsetIn(head, capacity) + frameHeaderSize
 	copy(data[start:], key)
 	start += uint64(len(key))
 	// Until head moves nothing written past it is visible: a failed write
@@ -169,7 +169,7 @@ var rewindEmpty = true
 // SPEC §3 puts before a frame that does not fit the buffer's end, and
 // readers skip it alike; it fits because the ring is empty.
 func rewind(capacity, head, tail, total uint64) uint64 {
-	off := head % capacity
+	off := offsetIn(head, capacity)
 	if !rewindEmpty || head != tail || off == 0 || total > off {
 		return 0
 	}

@@ -66,6 +66,26 @@ type Notifier struct {
 	// publication and the reads of receivers' sleepers counts (see
 	// sleepers). A word of its own: Notifiers do not share its cache line.
 	fence atomic.Uint32
+
+	// quiet is set, under mu, when a notify left a stage with no FIFO,
+	// open or pending: the next notify to that stage, while no queue check
+	// is due and the directory did not change, has nothing to do, and
+	// returns without mu (the pair benchmark's every put).
+	quiet atomic.Pointer[quietStage]
+}
+
+// quietStage is a stage without FIFOs and a check, safe without
+// Notifier.mu, that the watcher would still report no change.
+type quietStage struct {
+	to    string
+	still func() bool
+}
+
+// stillWatcher is a watcher that can say, without Notifier.mu, that it
+// has not changed since: still returns a check that changed(false) would
+// report no change and make no system call, or nil if it cannot tell.
+type stillWatcher interface {
+	still() func() bool
 }
 
 // syncEvery bounds how often Notify reads the inotify queue itself for a
@@ -130,6 +150,11 @@ func (n *Notifier) notify(to string, skipAwake bool) {
 	if !n.enabled || !scope.IsNumeric(to) {
 		return
 	}
+	// No FIFO to write (so no sleepers count to fence for), no scan, no
+	// check due: what the locked path would do is nothing.
+	if q := n.quiet.Load(); q != nil && q.to == to && !n.due.Load() && q.still() {
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -157,6 +182,19 @@ func (n *Notifier) notify(to string, skipAwake bool) {
 		n.scan(to, t)
 		t.write(skipAwake)
 	}
+	n.noteQuiet(to, t)
+}
+
+// noteQuiet publishes whether stage to, whose targets are t, is quiet (see
+// Notifier.quiet). n.mu is held.
+func (n *Notifier) noteQuiet(to string, t *targets) {
+	var q *quietStage
+	if w, ok := n.watch.(stillWatcher); ok && len(t.fds) == 0 && len(t.pending) == 0 && t.scanned && t.epoch == n.epoch {
+		if still := w.still(); still != nil {
+			q = &quietStage{to: to, still: still}
+		}
+	}
+	n.quiet.Store(q)
 }
 
 // checkDue reports whether a stage without a FIFO should check the queue

@@ -105,6 +105,38 @@ func TestNotifyEmptyStageChecksBounded(t *testing.T) {
 	}
 }
 
+// A stage without a FIFO is quiet: notifies to it return without the
+// Notifier's lock while no check is due and the directory is unchanged. A
+// receiver created meanwhile ends that once the reader goroutine took its
+// event, and the next notify, with no check due, wakes it.
+func TestNotifyQuietStage(t *testing.T) {
+	dir := wakeDir(t)
+	openReceiver(t, dir, "2")
+	n, w := watchedNotifier(t, dir)
+	n.rearm = func() {} // no check comes due unless the test says so
+	n.Notify("1")
+	if !w.fs.Background() {
+		t.Skip("no background reader")
+	}
+	q := n.quiet.Load()
+	if q == nil || q.to != "1" || !q.still() {
+		t.Fatalf("stage 1 without a FIFO: quiet %+v, want stage 1, still", q)
+	}
+	notifyFree(t, n, w, 100, "to a quiet stage")
+	if n.quiet.Load() != q {
+		t.Fatal("a quiet notify took the locked path")
+	}
+	r := openReceiver(t, dir, "1")
+	shmtest.Eventually(t, patience, "the new FIFO's event to end the quiet", func() bool { return !q.still() })
+	n.Notify("1")
+	if gen, changed := r.WaitForChange(0, patience); !changed || gen != 1 {
+		t.Fatalf("receiver created while its stage was quiet: %d, %v", gen, changed)
+	}
+	if n.quiet.Load() != nil {
+		t.Fatal("a stage with a FIFO is still quiet")
+	}
+}
+
 // Without a wake directory, Notify looks up no path after the first call
 // (it reads the parent's queue instead), and still finds the directory and
 // FIFO a receiver creates before the next put.

@@ -106,6 +106,23 @@ func (w *inotifyWatch) changed(now bool) bool {
 	return true
 }
 
+// still implements stillWatcher: watched with a background reader, the
+// directory is unchanged while its watch's epoch is the one changed last
+// saw (a lost watch moves it too); absent, changed(false) reads nothing.
+// w.stat, an unarmed watch or a passive reader need changed itself.
+func (w *inotifyWatch) still() func() bool {
+	switch {
+	case w.stat != nil || w.closed:
+		return nil
+	case w.state == absent:
+		return func() bool { return true }
+	case w.state == watching && w.fs.Background():
+		fs, dw, seen := w.fs, w.dirWatch, w.seen
+		return func() bool { return dw.Epoch() == seen && fs.Background() }
+	}
+	return nil
+}
+
 // arm watches the directory, or its parent while it does not exist. It
 // reports a change: whatever happened before the watch needs a scan.
 func (w *inotifyWatch) arm() bool {

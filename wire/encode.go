@@ -227,7 +227,9 @@ func (s *encodeState) smallStringMap(b []byte, m map[string]any) ([]byte, error)
 			entries[i] = entries[i-1]
 		}
 		entries[i].k, entries[i].v = k, v
-		n++
+		if n++; n == len(m) {
+			break // the iterator's last step would only scan the empty slots
+		}
 	}
 	b = appendMapHeader(b, n)
 	var err error
