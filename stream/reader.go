@@ -76,10 +76,13 @@ type Reader struct {
 	done     bool
 	deadline time.Time // of the progress timeout; zero before the first Next
 	gone     error     // the ErrSenderGone of the sender's exit, returned again
-	ahead    []taken   // chunks next, next+1, ... claimed ahead, not yet returned
-	keys     []string  // TakeReady's keys, of chunks keysAt on
+	ahead    []taken   // chunks claimed ahead: ahead[aheadAt:] are next, next+1, ..., not yet returned
+	aheadAt  int
+	keys     []string // the keys of chunks keysAt, keysAt+1, ... (TakeReady's, and the wait's)
 	keysAt   int
-	room     func() int // bounds a run further when set (a Mux's free buffer)
+	run      int                                    // the keys TakeReady is asked for next: doubles, up to Prefetch, while each run is all there
+	collect  func(string, connector.Message, error) // TakeReady's deliver, made once
+	room     func() int                             // bounds a run further when set (a Mux's free buffer)
 
 	sender   *exitWatch // nil without ReaderOptions.Sender, or once closed
 	producer *exitWatch // the ring producer of the last chunk; nil without one, or once closed
@@ -125,10 +128,11 @@ func NewReader(t connector.Transport, from, to, request string, opts ReaderOptio
 	if err := checkEdge(from, to); err != nil {
 		return nil, err
 	}
-	if err := checkRequest(request, from); err != nil {
+	first, err := checkRequest(request, from)
+	if err != nil {
 		return nil, err
 	}
-	r := &Reader{t: t, from: from, to: to, request: request, opts: opts}
+	r := &Reader{t: t, from: from, to: to, request: request, opts: opts, keys: []string{first}}
 	if recv, ok := t.(connector.Receiver); ok {
 		if recv.Stage() != connector.Stage(to) {
 			return nil, fmt.Errorf("stream: reader of edge %s->%s: %w: the transport receives as stage %q", from, to, connector.ErrBadStage, recv.Stage())
@@ -171,7 +175,7 @@ type taken struct {
 // which are dropped. It is idempotent.
 func (r *Reader) Close() error {
 	clear(r.ahead)
-	r.ahead = nil
+	r.ahead, r.aheadAt = nil, 0
 	r.waiting.drop()
 	for _, w := range []**exitWatch{&r.sender, &r.producer} {
 		if *w != nil {
@@ -200,19 +204,19 @@ func (r *Reader) Next(ctx context.Context) (map[string]any, error) {
 	if r.deadline.IsZero() {
 		r.deadline = time.Now().Add(r.opts.ProgressTimeout)
 	}
-	if len(r.ahead) == 0 {
+	if r.aheadAt == len(r.ahead) {
 		r.takeAhead()
 	}
-	if len(r.ahead) > 0 {
-		t := r.ahead[0]
-		r.ahead[0] = taken{}
-		r.ahead = r.ahead[1:]
+	if r.aheadAt < len(r.ahead) {
+		t := r.ahead[r.aheadAt]
+		r.ahead[r.aheadAt] = taken{}
+		r.aheadAt++
 		if t.err != nil {
 			return nil, r.wrap(t.err)
 		}
 		return r.accept(t.m)
 	}
-	key := Key(r.request, r.from, r.next)
+	key := r.key()
 	backoff := minBackoff
 	for {
 		m, ok, err := r.wait(ctx, key, &backoff)
@@ -269,17 +273,40 @@ func (r *Reader) NextInto(ctx context.Context, a frame.Allocator) (map[string]an
 }
 
 // takeAhead claims, in one pass, the chunks from the next one on that are
-// there already (connector.BatchReceiver), up to Prefetch of them.
+// there already (connector.BatchReceiver), up to Prefetch of them; before
+// the first chunk, only that one: a reader of a one-chunk request (or one
+// whose sender has not started) then builds no keys of chunks that may
+// never come (16 of them were most of such a reader's garbage).
 func (r *Reader) takeAhead() {
 	if r.batch == nil || r.alloc != nil {
 		return
 	}
 	n := r.opts.Prefetch
+	if r.next == 0 {
+		n = 1
+	}
 	if r.room != nil {
 		n = min(n, r.room())
 	}
-	// The keys of chunks r.keysAt, r.keysAt+1, ...: those still ahead are
-	// kept, so a Next that finds nothing and waits builds none again.
+	if n <= 0 {
+		return
+	}
+	r.keysFrom(n)
+	clear(r.ahead[:r.aheadAt])
+	r.ahead, r.aheadAt = r.ahead[:0], 0
+	if r.collect == nil {
+		r.collect = func(_ string, m connector.Message, err error) { r.ahead = append(r.ahead, taken{m, err}) }
+	}
+	// Its error (a ring found corrupt, a lock that failed) is not the
+	// stream's: Next's own wait meets it again, or the chunk on another
+	// path.
+	r.batch.TakeReady(r.from, r.keys[:n], r.collect)
+}
+
+// keysFrom makes r.keys the keys of chunks next, next+1, ..., at least n
+// of them: those built already and still ahead are kept, so a Next that
+// finds nothing and waits builds none again.
+func (r *Reader) keysFrom(n int) {
 	if skip := r.next - r.keysAt; skip > 0 && skip < len(r.keys) {
 		r.keys = r.keys[:copy(r.keys, r.keys[skip:])]
 	} else if skip != 0 {
@@ -289,13 +316,12 @@ func (r *Reader) takeAhead() {
 	for i := len(r.keys); i < n; i++ {
 		r.keys = append(r.keys, Key(r.request, r.from, r.next+i))
 	}
-	r.ahead = r.ahead[:0]
-	// Its error (a ring found corrupt, a lock that failed) is not the
-	// stream's: Next's own wait meets it again, or the chunk on another
-	// path.
-	r.batch.TakeReady(r.from, r.keys[:n], func(_ string, m connector.Message, err error) {
-		r.ahead = append(r.ahead, taken{m, err})
-	})
+}
+
+// key is the key of the next chunk.
+func (r *Reader) key() string {
+	r.keysFrom(1)
+	return r.keys[0]
 }
 
 func (r *Reader) accept(m connector.Message) (map[string]any, error) {
