@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"sync"
 	"time"
 
 	"omnishm/connector"
@@ -93,26 +94,102 @@ type Reader struct {
 // progress deadline and when a watched producer exits. A Reader keeps it
 // for the Next calls that follow with the same ctx and watches: a context,
 // timer and exit hook made and dropped per chunk were a third of the
-// stream's own cost per chunk.
+// stream's own cost per chunk. Readers waiting under the same ctx and
+// watches share one (sharedWait), so a stage with many requests open, or
+// one of many short requests, holds one context and timer for them all,
+// not one per request.
 type waitScope struct {
 	parent  context.Context
 	ctx     context.Context // nil when none is kept
-	cancel  context.CancelFunc
-	stops   []func() bool // the exit hooks
-	watched [2]*exitWatch // what it was made for: sender, producer
+	watched [2]*exitWatch   // what it was made for: sender, producer
+	shared  *sharedWait
 }
 
-// drop ends the scope and its hooks.
+// drop ends the reader's part in the scope.
 func (w *waitScope) drop() {
 	if w.ctx == nil {
 		return
+	}
+	w.shared.release()
+	*w = waitScope{}
+}
+
+// sharedWait is the context of waits in Recv under one ctx and watches
+// whose progress deadlines fall in one slot (waitSlot), which ends at the
+// slot's end: Next's progress timeout fires up to a slot late.
+type sharedWait struct {
+	key    waitKey // zero for one not in sharedWaits (an incomparable ctx)
+	ctx    context.Context
+	cancel context.CancelFunc
+	stops  []func() bool // the exit hooks
+	refs   int           // under sharedMu
+}
+
+type waitKey struct {
+	parent  context.Context
+	end     int64 // the slot's end, Unix nanoseconds
+	watched [2]*exitWatch
+}
+
+// waitSlots is how many slots a progress timeout spans: the timeout ends
+// a wait up to a sixteenth of itself late.
+const waitSlots = 16
+
+var (
+	sharedMu    sync.Mutex
+	sharedWaits = map[waitKey]*sharedWait{}
+)
+
+// shareWait returns the wait context under parent, a comparable context,
+// and watched that ends at deadline or up to timeout / waitSlots later;
+// release it once done.
+func shareWait(parent context.Context, watched [2]*exitWatch, deadline time.Time, timeout time.Duration) *sharedWait {
+	slot := max(int64(timeout/waitSlots), 1)
+	end := (deadline.UnixNano() + slot - 1) / slot * slot
+	k := waitKey{parent: parent, end: end, watched: watched}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	w := sharedWaits[k]
+	if w == nil || w.ctx.Err() != nil {
+		// A shared one that ended stays its holders' until they release it.
+		w = newSharedWait(k, parent, watched, end)
+		sharedWaits[k] = w
+	}
+	w.refs++
+	return w
+}
+
+// newSharedWait makes the wait context of k, under parent; one of its own
+// when k is zero.
+func newSharedWait(k waitKey, parent context.Context, watched [2]*exitWatch, end int64) *sharedWait {
+	w := &sharedWait{key: k}
+	w.ctx, w.cancel = context.WithDeadline(parent, time.Unix(0, end))
+	for _, x := range watched {
+		if x != nil && x.exited != nil {
+			w.stops = append(w.stops, context.AfterFunc(x.exited, w.cancel))
+		}
+	}
+	return w
+}
+
+// release ends w once no reader holds it.
+func (w *sharedWait) release() {
+	if w.key.parent != nil {
+		sharedMu.Lock()
+		w.refs--
+		last := w.refs == 0
+		if last && sharedWaits[w.key] == w {
+			delete(sharedWaits, w.key)
+		}
+		sharedMu.Unlock()
+		if !last {
+			return
+		}
 	}
 	for _, stop := range w.stops {
 		stop()
 	}
 	w.cancel()
-	clear(w.stops)
-	*w = waitScope{stops: w.stops[:0]}
 }
 
 // NewReader returns a Reader of request's chunks on edge from->to over t.
@@ -426,12 +503,12 @@ func (r *Reader) waitContext(ctx context.Context) context.Context {
 	if reflect.TypeOf(ctx).Comparable() { // else w.parent == ctx would panic: keep none
 		w.parent = ctx
 	}
-	w.ctx, w.cancel = context.WithDeadline(ctx, r.deadline)
-	for _, x := range watched {
-		if x != nil && x.exited != nil {
-			w.stops = append(w.stops, context.AfterFunc(x.exited, w.cancel))
-		}
+	if w.parent != nil {
+		w.shared = shareWait(ctx, watched, r.deadline, r.opts.ProgressTimeout)
+	} else {
+		w.shared = newSharedWait(waitKey{}, ctx, watched, r.deadline.UnixNano())
 	}
+	w.ctx = w.shared.ctx
 	return w.ctx
 }
 
