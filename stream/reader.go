@@ -29,7 +29,9 @@ const (
 type ReaderOptions struct {
 	// ProgressTimeout is how long Next waits for the next chunk before it
 	// gives up with ErrSenderGone; 0 means DefaultProgressTimeout. It is
-	// the last resort when the sender's process is not known.
+	// the last resort when the sender's process is not known. Readers
+	// waiting under one ctx share its timer, so a wait may end up to a
+	// sixteenth of it late.
 	ProgressTimeout time.Duration
 	// Sender, when not zero, is the producing process (proc.Self in the
 	// producer, passed to the receiver out of band). Once it has exited,
@@ -194,8 +196,9 @@ func (w *sharedWait) release() {
 
 // NewReader returns a Reader of request's chunks on edge from->to over t.
 // When t is a connector.Receiver, Next waits in Recv (on the connector's
-// dispatcher: no thread, timer or poll of its own per Reader but a timer
-// for the progress deadline), and t must receive as stage to; otherwise
+// dispatcher: no thread, timer or poll of its own per Reader; the
+// progress deadline's timer is shared with the readers waiting under the
+// same ctx), and t must receive as stage to; otherwise
 // Next polls with a bounded backoff. Bad stages wrap
 // connector.ErrBadStage, a bad request ErrBadRequest. t stays the
 // caller's. With opts.Sender set, or once a chunk came through a ring of a
