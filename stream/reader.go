@@ -409,13 +409,16 @@ func (r *Reader) accept(m connector.Message) (map[string]any, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: request %q chunk %d is %T", ErrBadChunk, r.request, r.next, m.Payload)
 	}
-	r.follow(m.Producer)
 	r.next++
-	r.deadline = time.Now().Add(r.opts.ProgressTimeout)
-	r.done = Finished(chunk)
-	if r.done {
+	if r.done = Finished(chunk); r.done {
+		// Nothing is waited for after the last chunk: its producer needs
+		// no watch (a one-chunk request's reader takes none), the
+		// progress deadline no clock.
 		r.Close()
+		return chunk, nil
 	}
+	r.follow(m.Producer)
+	r.deadline = time.Now().Add(r.opts.ProgressTimeout)
 	return chunk, nil
 }
 
