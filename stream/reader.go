@@ -353,18 +353,17 @@ func (r *Reader) NextInto(ctx context.Context, a frame.Allocator) (map[string]an
 }
 
 // takeAhead claims, in one pass, the chunks from the next one on that are
-// there already (connector.BatchReceiver), up to Prefetch of them; before
-// the first chunk, only that one: a reader of a one-chunk request (or one
-// whose sender has not started) then builds no keys of chunks that may
-// never come (16 of them were most of such a reader's garbage).
+// there already (connector.BatchReceiver), up to Prefetch of them; from
+// the second on: the first is the wait's, whose Recv takes it if it is
+// there (a run starts only at a chunk the receiver's scan has seen, and
+// Recv scans), so a reader of a one-chunk request, or one whose sender has
+// not started, makes no pass of its own and builds no keys of chunks that
+// may never come (16 of them were most of such a reader's garbage).
 func (r *Reader) takeAhead() {
-	if r.batch == nil || r.alloc != nil {
+	if r.batch == nil || r.alloc != nil || r.next == 0 {
 		return
 	}
 	n := r.opts.Prefetch
-	if r.next == 0 {
-		n = 1
-	}
 	if r.room != nil {
 		n = min(n, r.room())
 	}
