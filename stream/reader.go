@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"sync"
 	"time"
 
 	"omnishm/connector"
@@ -28,7 +29,9 @@ const (
 type ReaderOptions struct {
 	// ProgressTimeout is how long Next waits for the next chunk before it
 	// gives up with ErrSenderGone; 0 means DefaultProgressTimeout. It is
-	// the last resort when the sender's process is not known.
+	// the last resort when the sender's process is not known. Readers
+	// waiting under one ctx share its timer, so a wait may end up to a
+	// sixteenth of it late.
 	ProgressTimeout time.Duration
 	// Sender, when not zero, is the producing process (proc.Self in the
 	// producer, passed to the receiver out of band). Once it has exited,
@@ -76,10 +79,13 @@ type Reader struct {
 	done     bool
 	deadline time.Time // of the progress timeout; zero before the first Next
 	gone     error     // the ErrSenderGone of the sender's exit, returned again
-	ahead    []taken   // chunks next, next+1, ... claimed ahead, not yet returned
-	keys     []string  // TakeReady's keys, of chunks keysAt on
+	ahead    []taken   // chunks claimed ahead: ahead[aheadAt:] are next, next+1, ..., not yet returned
+	aheadAt  int
+	keys     []string // the keys of chunks keysAt, keysAt+1, ... (TakeReady's, and the wait's)
 	keysAt   int
-	room     func() int // bounds a run further when set (a Mux's free buffer)
+	run      int                                    // the keys TakeReady is asked for next: doubles, up to Prefetch, while each run is all there
+	collect  func(string, connector.Message, error) // TakeReady's deliver, made once
+	room     func() int                             // bounds a run further when set (a Mux's free buffer)
 
 	sender   *exitWatch // nil without ReaderOptions.Sender, or once closed
 	producer *exitWatch // the ring producer of the last chunk; nil without one, or once closed
@@ -90,32 +96,109 @@ type Reader struct {
 // progress deadline and when a watched producer exits. A Reader keeps it
 // for the Next calls that follow with the same ctx and watches: a context,
 // timer and exit hook made and dropped per chunk were a third of the
-// stream's own cost per chunk.
+// stream's own cost per chunk. Readers waiting under the same ctx and
+// watches share one (sharedWait), so a stage with many requests open, or
+// one of many short requests, holds one context and timer for them all,
+// not one per request.
 type waitScope struct {
 	parent  context.Context
 	ctx     context.Context // nil when none is kept
-	cancel  context.CancelFunc
-	stops   []func() bool // the exit hooks
-	watched [2]*exitWatch // what it was made for: sender, producer
+	watched [2]*exitWatch   // what it was made for: sender, producer
+	shared  *sharedWait
 }
 
-// drop ends the scope and its hooks.
+// drop ends the reader's part in the scope.
 func (w *waitScope) drop() {
 	if w.ctx == nil {
 		return
+	}
+	w.shared.release()
+	*w = waitScope{}
+}
+
+// sharedWait is the context of waits in Recv under one ctx and watches
+// whose progress deadlines fall in one slot (waitSlot), which ends at the
+// slot's end: Next's progress timeout fires up to a slot late.
+type sharedWait struct {
+	key    waitKey // zero for one not in sharedWaits (an incomparable ctx)
+	ctx    context.Context
+	cancel context.CancelFunc
+	stops  []func() bool // the exit hooks
+	refs   int           // under sharedMu
+}
+
+type waitKey struct {
+	parent  context.Context
+	end     int64 // the slot's end, Unix nanoseconds
+	watched [2]*exitWatch
+}
+
+// waitSlots is how many slots a progress timeout spans: the timeout ends
+// a wait up to a sixteenth of itself late.
+const waitSlots = 16
+
+var (
+	sharedMu    sync.Mutex
+	sharedWaits = map[waitKey]*sharedWait{}
+)
+
+// shareWait returns the wait context under parent, a comparable context,
+// and watched that ends at deadline or up to timeout / waitSlots later;
+// release it once done.
+func shareWait(parent context.Context, watched [2]*exitWatch, deadline time.Time, timeout time.Duration) *sharedWait {
+	slot := max(int64(timeout/waitSlots), 1)
+	end := (deadline.UnixNano() + slot - 1) / slot * slot
+	k := waitKey{parent: parent, end: end, watched: watched}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	w := sharedWaits[k]
+	if w == nil || w.ctx.Err() != nil {
+		// A shared one that ended stays its holders' until they release it.
+		w = newSharedWait(k, parent, watched, end)
+		sharedWaits[k] = w
+	}
+	w.refs++
+	return w
+}
+
+// newSharedWait makes the wait context of k, under parent; one of its own
+// when k is zero.
+func newSharedWait(k waitKey, parent context.Context, watched [2]*exitWatch, end int64) *sharedWait {
+	w := &sharedWait{key: k}
+	w.ctx, w.cancel = context.WithDeadline(parent, time.Unix(0, end))
+	for _, x := range watched {
+		if x != nil && x.exited != nil {
+			w.stops = append(w.stops, context.AfterFunc(x.exited, w.cancel))
+		}
+	}
+	return w
+}
+
+// release ends w once no reader holds it.
+func (w *sharedWait) release() {
+	if w.key.parent != nil {
+		sharedMu.Lock()
+		w.refs--
+		last := w.refs == 0
+		if last && sharedWaits[w.key] == w {
+			delete(sharedWaits, w.key)
+		}
+		sharedMu.Unlock()
+		if !last {
+			return
+		}
 	}
 	for _, stop := range w.stops {
 		stop()
 	}
 	w.cancel()
-	clear(w.stops)
-	*w = waitScope{stops: w.stops[:0]}
 }
 
 // NewReader returns a Reader of request's chunks on edge from->to over t.
 // When t is a connector.Receiver, Next waits in Recv (on the connector's
-// dispatcher: no thread, timer or poll of its own per Reader but a timer
-// for the progress deadline), and t must receive as stage to; otherwise
+// dispatcher: no thread, timer or poll of its own per Reader; the
+// progress deadline's timer is shared with the readers waiting under the
+// same ctx), and t must receive as stage to; otherwise
 // Next polls with a bounded backoff. Bad stages wrap
 // connector.ErrBadStage, a bad request ErrBadRequest. t stays the
 // caller's. With opts.Sender set, or once a chunk came through a ring of a
@@ -125,10 +208,11 @@ func NewReader(t connector.Transport, from, to, request string, opts ReaderOptio
 	if err := checkEdge(from, to); err != nil {
 		return nil, err
 	}
-	if err := checkRequest(request, from); err != nil {
+	first, err := checkRequest(request, from)
+	if err != nil {
 		return nil, err
 	}
-	r := &Reader{t: t, from: from, to: to, request: request, opts: opts}
+	r := &Reader{t: t, from: from, to: to, request: request, opts: opts, keys: []string{first}}
 	if recv, ok := t.(connector.Receiver); ok {
 		if recv.Stage() != connector.Stage(to) {
 			return nil, fmt.Errorf("stream: reader of edge %s->%s: %w: the transport receives as stage %q", from, to, connector.ErrBadStage, recv.Stage())
@@ -171,7 +255,7 @@ type taken struct {
 // which are dropped. It is idempotent.
 func (r *Reader) Close() error {
 	clear(r.ahead)
-	r.ahead = nil
+	r.ahead, r.aheadAt = nil, 0
 	r.waiting.drop()
 	for _, w := range []**exitWatch{&r.sender, &r.producer} {
 		if *w != nil {
@@ -200,19 +284,19 @@ func (r *Reader) Next(ctx context.Context) (map[string]any, error) {
 	if r.deadline.IsZero() {
 		r.deadline = time.Now().Add(r.opts.ProgressTimeout)
 	}
-	if len(r.ahead) == 0 {
+	if r.aheadAt == len(r.ahead) {
 		r.takeAhead()
 	}
-	if len(r.ahead) > 0 {
-		t := r.ahead[0]
-		r.ahead[0] = taken{}
-		r.ahead = r.ahead[1:]
+	if r.aheadAt < len(r.ahead) {
+		t := r.ahead[r.aheadAt]
+		r.ahead[r.aheadAt] = taken{}
+		r.aheadAt++
 		if t.err != nil {
 			return nil, r.wrap(t.err)
 		}
 		return r.accept(t.m)
 	}
-	key := Key(r.request, r.from, r.next)
+	key := r.key()
 	backoff := minBackoff
 	for {
 		m, ok, err := r.wait(ctx, key, &backoff)
@@ -269,17 +353,39 @@ func (r *Reader) NextInto(ctx context.Context, a frame.Allocator) (map[string]an
 }
 
 // takeAhead claims, in one pass, the chunks from the next one on that are
-// there already (connector.BatchReceiver), up to Prefetch of them.
+// there already (connector.BatchReceiver), up to Prefetch of them; from
+// the second on: the first is the wait's, whose Recv takes it if it is
+// there (a run starts only at a chunk the receiver's scan has seen, and
+// Recv scans), so a reader of a one-chunk request, or one whose sender has
+// not started, makes no pass of its own and builds no keys of chunks that
+// may never come (16 of them were most of such a reader's garbage).
 func (r *Reader) takeAhead() {
-	if r.batch == nil || r.alloc != nil {
+	if r.batch == nil || r.alloc != nil || r.next == 0 {
 		return
 	}
 	n := r.opts.Prefetch
 	if r.room != nil {
 		n = min(n, r.room())
 	}
-	// The keys of chunks r.keysAt, r.keysAt+1, ...: those still ahead are
-	// kept, so a Next that finds nothing and waits builds none again.
+	if n <= 0 {
+		return
+	}
+	r.keysFrom(n)
+	clear(r.ahead[:r.aheadAt])
+	r.ahead, r.aheadAt = r.ahead[:0], 0
+	if r.collect == nil {
+		r.collect = func(_ string, m connector.Message, err error) { r.ahead = append(r.ahead, taken{m, err}) }
+	}
+	// Its error (a ring found corrupt, a lock that failed) is not the
+	// stream's: Next's own wait meets it again, or the chunk on another
+	// path.
+	r.batch.TakeReady(r.from, r.keys[:n], r.collect)
+}
+
+// keysFrom makes r.keys the keys of chunks next, next+1, ..., at least n
+// of them: those built already and still ahead are kept, so a Next that
+// finds nothing and waits builds none again.
+func (r *Reader) keysFrom(n int) {
 	if skip := r.next - r.keysAt; skip > 0 && skip < len(r.keys) {
 		r.keys = r.keys[:copy(r.keys, r.keys[skip:])]
 	} else if skip != 0 {
@@ -289,13 +395,12 @@ func (r *Reader) takeAhead() {
 	for i := len(r.keys); i < n; i++ {
 		r.keys = append(r.keys, Key(r.request, r.from, r.next+i))
 	}
-	r.ahead = r.ahead[:0]
-	// Its error (a ring found corrupt, a lock that failed) is not the
-	// stream's: Next's own wait meets it again, or the chunk on another
-	// path.
-	r.batch.TakeReady(r.from, r.keys[:n], func(_ string, m connector.Message, err error) {
-		r.ahead = append(r.ahead, taken{m, err})
-	})
+}
+
+// key is the key of the next chunk.
+func (r *Reader) key() string {
+	r.keysFrom(1)
+	return r.keys[0]
 }
 
 func (r *Reader) accept(m connector.Message) (map[string]any, error) {
@@ -303,13 +408,16 @@ func (r *Reader) accept(m connector.Message) (map[string]any, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: request %q chunk %d is %T", ErrBadChunk, r.request, r.next, m.Payload)
 	}
-	r.follow(m.Producer)
 	r.next++
-	r.deadline = time.Now().Add(r.opts.ProgressTimeout)
-	r.done = Finished(chunk)
-	if r.done {
+	if r.done = Finished(chunk); r.done {
+		// Nothing is waited for after the last chunk: its producer needs
+		// no watch (a one-chunk request's reader takes none), the
+		// progress deadline no clock.
 		r.Close()
+		return chunk, nil
 	}
+	r.follow(m.Producer)
+	r.deadline = time.Now().Add(r.opts.ProgressTimeout)
 	return chunk, nil
 }
 
@@ -400,12 +508,12 @@ func (r *Reader) waitContext(ctx context.Context) context.Context {
 	if reflect.TypeOf(ctx).Comparable() { // else w.parent == ctx would panic: keep none
 		w.parent = ctx
 	}
-	w.ctx, w.cancel = context.WithDeadline(ctx, r.deadline)
-	for _, x := range watched {
-		if x != nil && x.exited != nil {
-			w.stops = append(w.stops, context.AfterFunc(x.exited, w.cancel))
-		}
+	if w.parent != nil {
+		w.shared = shareWait(ctx, watched, r.deadline, r.opts.ProgressTimeout)
+	} else {
+		w.shared = newSharedWait(waitKey{}, ctx, watched, r.deadline.UnixNano())
 	}
+	w.ctx = w.shared.ctx
 	return w.ctx
 }
 

@@ -156,7 +156,7 @@ func (s *Sender) enqueue(ctx context.Context, request string, payload map[string
 		return err
 	}
 	if !live {
-		if err := checkRequest(request, s.from); err != nil {
+		if _, err := checkRequest(request, s.from); err != nil {
 			return err
 		}
 	}

@@ -112,15 +112,17 @@ func checkEdge(from, to string) error {
 }
 
 // checkRequest refuses a request id whose chunk keys cannot name a
-// publication, by asking the key rules' one owner about its first key.
-func checkRequest(request, from string) error {
+// publication, by asking the key rules' one owner about its first key,
+// which it returns (a Reader's first wait is for it).
+func checkRequest(request, from string) (first string, err error) {
 	if request == "" {
-		return fmt.Errorf("%w: empty", ErrBadRequest)
+		return "", fmt.Errorf("%w: empty", ErrBadRequest)
 	}
-	if err := keys.Check(Key(request, from, 0)); err != nil {
-		return fmt.Errorf("%w %q: %w", ErrBadRequest, keys.Shorten(request), err)
+	first = Key(request, from, 0)
+	if err := keys.Check(first); err != nil {
+		return "", fmt.Errorf("%w %q: %w", ErrBadRequest, keys.Shorten(request), err)
 	}
-	return nil
+	return first, nil
 }
 
 // bareMeta are the meta maps of payloads without meta fields of their own,

@@ -447,12 +447,51 @@ func TestReaderKeepsItsWaitContext(t *testing.T) {
 	early, stop := context.WithTimeout(sctx, time.Millisecond)
 	defer stop()
 	rd.waiting.drop()
-	rd.waiting = waitScope{parent: sctx, ctx: early, cancel: stop, watched: [2]*exitWatch{rd.sender, rd.producer}}
+	rd.waiting = waitScope{parent: sctx, ctx: early, watched: [2]*exitWatch{rd.sender, rd.producer}, shared: &sharedWait{ctx: early, cancel: stop}}
 	if _, err := rd.Next(sctx); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrSenderGone) {
 		t.Fatalf("after a kept context's early end: %v, want the caller's deadline", err)
 	}
 	if rd.waiting.ctx == early {
 		t.Fatal("the ended context is still kept")
+	}
+}
+
+// TestReadersShareAWaitContext: readers waiting under one ctx whose
+// progress deadlines fall in one slot share one wait context (not a
+// context and timer per request), and the last to be done ends it.
+func TestReadersShareAWaitContext(t *testing.T) {
+	m := newMem()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rds := make([]*Reader, 3)
+	for i := range rds {
+		rds[i] = mustReader(t, m, "s"+strconv.Itoa(i), ReaderOptions{ProgressTimeout: time.Hour})
+		rds[i].deadline = time.Now().Add(time.Hour)
+		rds[i].waitContext(ctx)
+	}
+	slot := int64(time.Hour / waitSlots)
+	end := func(rd *Reader) int64 { return (rd.deadline.UnixNano() + slot - 1) / slot }
+	for i, rd := range rds[1:] {
+		if end(rd) == end(rds[i]) && rd.waiting.ctx != rds[i].waiting.ctx {
+			t.Fatalf("readers %d and %d, deadlines in one slot, wait in two contexts", i, i+1)
+		}
+	}
+	shared := rds[0].waiting.ctx
+	for i, rd := range rds {
+		if err := rd.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if i < len(rds)-1 && rds[i+1].waiting.ctx == shared && shared.Err() != nil {
+			t.Fatalf("reader %d's Close ended the context others wait in", i)
+		}
+	}
+	if shared.Err() == nil {
+		t.Fatal("the shared wait context outlives its readers")
+	}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if len(sharedWaits) != 0 {
+		t.Fatalf("%d shared wait contexts left", len(sharedWaits))
 	}
 }
 
