@@ -112,6 +112,9 @@ type Report struct {
 	// time as the pairs are (transport "flock", size 0).
 	Flock  *Result        `json:"flock,omitempty"`
 	Fanout []FanoutResult `json:"fanout,omitempty"`
+	// Pinned are the CPUs of this process and of the receiver process
+	// under Plan.Pin, in that order; nil when not pinned.
+	Pinned []int `json:"pinned,omitempty"`
 }
 
 // Summarize computes a Result's statistics from per-message latencies.
@@ -178,8 +181,8 @@ func (r Report) WriteJSON(w io.Writer) error {
 	return err
 }
 
-// WriteTable writes the report as an aligned table, and the flock floor
-// on a line of its own below it.
+// WriteTable writes the report as an aligned table, and the CPUs of a
+// pinned run and the flock floor on lines of their own below it.
 func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	if r.Mode == string(Fanout) {
@@ -189,6 +192,11 @@ func (r Report) WriteTable(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if r.Pinned != nil {
+		if _, err := fmt.Fprintf(w, "pinned: this process on CPU %d, the receiver on CPU %d\n", r.Pinned[0], r.Pinned[1]); err != nil {
+			return err
+		}
 	}
 	if f := r.Flock; f != nil {
 		_, err := fmt.Fprintf(w, "floor: two uncontended flock pairs (LOCK_EX+LOCK_UN) on a /dev/shm file: p50 %.2f µs, mean %.2f µs, p99 %.2f µs over %d\n",

@@ -203,6 +203,12 @@ type Plan struct {
 	// with a frame.Arena) instead of memory allocated per message.
 	// Latency, pair and stream modes.
 	Supplied bool
+	// Pin runs this process on one CPU and the receiver process on
+	// another (every thread of each), so the scheduler cannot run the two
+	// on one CPU: each message then crosses CPUs, as between stages of a
+	// pipeline on cores of their own. It needs two CPUs. Modes with a
+	// receiver process only (latency, stream, fanout).
+	Pin bool
 	// Scope is the wakeup scope of the run; empty means a fresh one.
 	Scope string
 	// KeyPrefix starts every key of the run, and the name of the flock
@@ -262,6 +268,8 @@ func (p Plan) resolve() (Plan, [][]byte, error) {
 		return p, nil, fmt.Errorf("%w: %d waiters (want 1..%d)", ErrPlan, p.Waiters, maxWaiters)
 	case p.Idle < 0:
 		return p, nil, fmt.Errorf("%w: idle window %v", ErrPlan, p.Idle)
+	case p.Pin && !m.receiver:
+		return p, nil, fmt.Errorf("%w: pin is for the modes with a receiver process, not %s", ErrPlan, p.Mode)
 	case p.Nats != (config.Nats{}) && !slices.Contains(p.Transports, Nats):
 		return p, nil, fmt.Errorf("%w: NATS settings, but nats is not among the transports timed", ErrPlan)
 	}

@@ -62,8 +62,9 @@ type runner struct {
 	forms       [][]byte  // msgpack form of each payload
 	peer        *receiver // the receiver process, for modes that have one
 	report      Report
-	run         int // cells measured so far: each has keys of its own
-	done, total int // messages sent so far, of the plan
+	run         int    // cells measured so far: each has keys of its own
+	done, total int    // messages sent so far, of the plan
+	unpin       func() // undoes this process's pinning (Plan.Pin), once pinned
 }
 
 // cell is one (transport, payload, kind of waiter) measurement.
@@ -99,8 +100,13 @@ func Run(ctx context.Context, plan Plan) (Report, error) {
 	for _, c := range r.cells() {
 		r.total += c.warmup + c.count
 	}
+	defer func() {
+		if r.unpin != nil {
+			r.unpin()
+		}
+	}()
 	if r.mode.receiver && !r.mode.freshReceiver {
-		if r.peer, err = startReceiver(); err != nil {
+		if r.peer, err = r.startPeer(); err != nil {
 			return Report{}, err
 		}
 		defer r.peer.stop()
@@ -115,6 +121,28 @@ func Run(ctx context.Context, plan Plan) (Report, error) {
 		return r.report, r.peer.finish(ctx)
 	}
 	return r.report, nil
+}
+
+// startPeer starts a receiver process and, under Plan.Pin, puts it on a
+// CPU of its own and this process (once) on another.
+func (r *runner) startPeer() (*receiver, error) {
+	peer, err := startReceiver()
+	if err != nil || !r.plan.Pin {
+		return peer, err
+	}
+	cpus, err := pinCPUs()
+	if err == nil && r.unpin == nil {
+		r.unpin, err = pinProcess(0, cpus[0])
+	}
+	if err == nil {
+		_, err = pinProcess(peer.child.Pid(), cpus[1])
+	}
+	if err != nil {
+		peer.stop()
+		return nil, err
+	}
+	r.report.Pinned = cpus[:]
+	return peer, nil
 }
 
 // cells lists the plan's cells in the order they are measured, without
@@ -205,7 +233,7 @@ func (r *runner) measure() error {
 
 // withReceiver runs f with a receiver process of its own.
 func (r *runner) withReceiver(f func() error) error {
-	peer, err := startReceiver()
+	peer, err := r.startPeer()
 	if err != nil {
 		return err
 	}

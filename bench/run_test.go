@@ -5,10 +5,13 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"omnishm/config"
 	"omnishm/internal/shmtest"
@@ -93,6 +96,38 @@ func TestRunLatency(t *testing.T) {
 	}
 	if r.Flock != nil || r.Fanout != nil {
 		t.Errorf("latency report with a flock floor or fanout: %+v", r)
+	}
+}
+
+// TestRunLatencyPinned pins the two processes of a latency run to two
+// CPUs and gives this process its CPUs back after the run.
+func TestRunLatencyPinned(t *testing.T) {
+	var before unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		t.Fatal(err)
+	}
+	p := plan(t, Latency, 3, Ring, UDS)
+	p.Pin = true
+	r, err := Run(context.Background(), p)
+	if before.Count() < 2 {
+		if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), "pin needs two CPUs") {
+			t.Fatalf("pinned run on %d CPU: %v, want ErrPlan saying so", before.Count(), err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Pinned) != 2 || r.Pinned[0] == r.Pinned[1] || !before.IsSet(r.Pinned[0]) || !before.IsSet(r.Pinned[1]) {
+		t.Errorf("pinned to %v, want two distinct CPUs of %d", r.Pinned, before.Count())
+	}
+	var out strings.Builder
+	if err := r.WriteTable(&out); err != nil || !strings.Contains(out.String(), fmt.Sprintf("pinned: this process on CPU %d, the receiver on CPU %d", r.Pinned[0], r.Pinned[1])) {
+		t.Errorf("table without the pinned line (%v):\n%s", err, out.String())
+	}
+	var after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &after); err != nil || after != before {
+		t.Errorf("after the run this thread may run on %d CPUs (%v), before on %d", after.Count(), err, before.Count())
 	}
 }
 
@@ -226,6 +261,7 @@ func TestRunBadPlan(t *testing.T) {
 		{"idle outside fanout", Plan{Idle: time.Second}, "an idle window is for fanout mode"},
 		{"idle", Plan{Mode: Fanout, Idle: -time.Second}, "idle window -1s"},
 		{"fanout count", Plan{Mode: Fanout, Count: 10}, "no count"},
+		{"pin without a receiver", Plan{Mode: Pair, Pin: true}, "pin is for the modes with a receiver process, not pair"},
 		{"fanout uds", Plan{Mode: Fanout, Transports: []string{UDS}}, `fanout mode cannot time transport "uds"`},
 		{"nats settings without nats", Plan{Transports: []string{Ring}, Nats: config.Nats{URL: "nats://127.0.0.1:1"}}, "nats is not among"},
 		{"wait-in", Plan{Mode: Fanout, WaitIn: []string{"poll"}}, `unknown wait-in "poll"`},

@@ -21,7 +21,7 @@ func init() {
 		name: "bench",
 		usage: "[--mode latency|pair|stream|fanout] [--sizes 512,4KiB,64KiB,1MiB | --payload FILE.json] [--count N]\n" +
 			"       [--transports ring,perkey,uds] [--ring-bytes N] [--window N] [--waiters N] [--wait-in recv,reader]\n" +
-			"       [--idle DURATION] [--supplied] [--scope S] [--url URL | --config FILE [--connector NAME]]\n" +
+			"       [--idle DURATION] [--supplied] [--pin] [--scope S] [--url URL | --config FILE [--connector NAME]]\n" +
 			"       [--json FILE] [--plot FILE.svg|FILE.png]",
 		summary:  "time put->get latency and rate per size and transport, against a Unix socket",
 		examples: []string{"omnishm bench --sizes 512,4KiB,64KiB --count 2000 --json bench.json", "omnishm bench --mode pair --sizes 512"},
@@ -68,6 +68,8 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 	jsonPath := fs.String("json", "", `also write the results as JSON to this file ("-": stdout, instead of the table)`)
 	supplied := fs.Bool("supplied", false, "latency, pair, stream: ring and perkey receive into one recycled buffer\n"+
 		"(GetInto/RecvInto with a frame.Arena) instead of memory allocated per message")
+	pin := fs.Bool("pin", false, "latency, stream, fanout: run this process on one CPU and the receiver process on\n"+
+		"another, so every message crosses CPUs (needs two CPUs)")
 	scopeName := fs.String("scope", "", "wakeup scope of the run (default: a fresh one per run)")
 	plotPath := fs.String("plot", "", "draw p50 latency (stream: MB/s) against size per transport into this .svg or .png file")
 	natsFlags := declareTransportFlags(fs, false, "for the nats transport (default: the configuration's, else a\n"+
@@ -80,7 +82,7 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 	}
 	set := flagsSet(fs)
 	plan := bench.Plan{Mode: bench.Mode(*mode), Count: *count, RingBytes: *ringBytes, Window: *window,
-		Waiters: *waiters, Idle: *idle, Scope: *scopeName, Supplied: *supplied}
+		Waiters: *waiters, Idle: *idle, Scope: *scopeName, Supplied: *supplied, Pin: *pin}
 	switch {
 	case !slices.Contains(bench.Modes(), plan.Mode):
 		return inv.usageError("--mode %q: want one of %v", *mode, bench.Modes())
