@@ -166,6 +166,7 @@ type dispatcher struct {
 	reservedNow                     []*waiter
 	edgeBuf                         []string        // unswept's
 	takeEdges, keyBuf, tryBuf       []string        // take's, sweepEdges', freshTries'
+	candBuf                         []string        // segmentCandidates'
 	seen                            map[string]bool // trySegments'
 
 	wakeFullAt time.Time     // the last full check for a wakeup without an event
@@ -797,7 +798,8 @@ func (d *dispatcher) sweepEdges(edges []string, fresh []waitKey, all bool) (fram
 		}
 		var keys []string
 		if all {
-			keys = d.waitedKeys(from)
+			keys = d.waitedKeys(d.keyBuf[:0], from)
+			d.keyBuf = keys
 		} else {
 			keys = freshKeys(d.keyBuf[:0], fresh, from)
 			d.keyBuf = keys
@@ -820,12 +822,13 @@ func freshKeys(keys []string, fresh []waitKey, from string) []string {
 	return keys
 }
 
-// waitedKeys are the keys waited on edge from->d.to (on any edge when from
-// is "").
-func (d *dispatcher) waitedKeys(from string) []string {
+// waitedKeys appends to keys the keys waited on edge from->d.to (on any
+// edge when from is ""). Callers pass a buffer of their own, kept across
+// serves: a safety re-poll of idle waiters allocates nothing, so it never
+// brings on a collection, which scans every parked waiter's stack.
+func (d *dispatcher) waitedKeys(keys []string, from string) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	keys := make([]string, 0, len(d.keys))
 	for key, first := range d.keys {
 		for w := first; w != nil; w = w.next {
 			if from == "" || w.from == from {
@@ -845,22 +848,21 @@ const listWaiters = 64
 // one, or, when many wait, those /dev/shm lists now (one listing instead of
 // a stat per key; a segment made during it is found at the next check).
 func (d *dispatcher) segmentCandidates() []string {
-	keys := d.waitedKeys("")
-	if len(keys) <= listWaiters {
-		return keys
-	}
-	names, err := listShm()
-	if err != nil {
-		return keys
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	keys = keys[:0]
-	for _, name := range names {
-		if _, waited := d.keys[name]; waited {
-			keys = append(keys, name)
+	keys := d.candBuf[:0]
+	defer func() { d.candBuf = keys }()
+	if d.count.Load() > listWaiters {
+		if names, err := listShm(); err == nil {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			for _, name := range names {
+				if _, waited := d.keys[name]; waited {
+					keys = append(keys, name)
+				}
+			}
+			return keys
 		}
 	}
+	keys = d.waitedKeys(keys, "")
 	return keys
 }
 

@@ -6,7 +6,9 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,5 +259,42 @@ func TestStatsEdgesBounded(t *testing.T) {
 	last := edges[len(edges)-1]
 	if last.From != "*" || last.To != "*" || last.Puts[connector.PathSegment] != 3 {
 		t.Fatalf("overflow edge %+v, want the 3 extra puts", last)
+	}
+}
+
+// A check of every waited key allocates no list of them: the safety
+// re-polls of idle waiters make almost no garbage, so they bring on no
+// collection, which would scan every parked waiter's stack.
+func TestFullCheckAllocatesNoKeyList(t *testing.T) {
+	if race.Enabled {
+		t.Skip("allocations are not countable under the race detector (sync.Pool drops items)")
+	}
+	const n, checks = 1000, 20
+	recv, err := connector.Open(connector.Options{WakeupScope: shmtest.Scope(t), StageID: "1", PollInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range n {
+		key := shmtest.Key("idle")
+		wg.Go(func() { recv.Recv(ctx, "0", key) })
+	}
+	waitSettled(t, recv, n)
+	var before, after runtime.MemStats
+	start := connector.Dispatched(recv).FullChecks
+	runtime.ReadMemStats(&before)
+	shmtest.Eventually(t, shmtest.Patience, strconv.Itoa(checks)+" checks of every waited key", func() bool {
+		return connector.Dispatched(recv).FullChecks-start >= checks
+	})
+	runtime.ReadMemStats(&after)
+	done := connector.Dispatched(recv).FullChecks - start
+	// A list of the 1000 waited keys alone is 16 KiB; a listing of
+	// /dev/shm (its directory buffer) is about 8.
+	if per := (after.TotalAlloc - before.TotalAlloc) / uint64(done); per > 12<<10 {
+		t.Fatalf("%d B allocated per check of every waited key (%d checks)", per, done)
 	}
 }
