@@ -119,9 +119,10 @@ type result struct {
 }
 
 // dispatchStats count the dispatcher's work, for tests that check that a
-// put wakes only its own waiter.
+// put wakes only its own waiter, and its falls back from the FIFO's Await
+// to polling.
 type dispatchStats struct {
-	sweeps, ringScans, ringClaims, segmentTries, fullChecks atomic.Int64
+	sweeps, ringScans, ringClaims, segmentTries, fullChecks, awaitFallbacks atomic.Int64
 }
 
 type dispatcher struct {
@@ -507,6 +508,7 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 					// The poller refused the FIFO: poll as without one
 					// (Close stops the leader before it closes the FIFO).
 					d.c.log.Debug("omnishm: receive wait", "err", err)
+					d.stats.awaitFallbacks.Add(1)
 					d.await, d.changes = false, d.c.ring.Changes()
 					d.timer = time.NewTimer(d.interval)
 				}

@@ -230,30 +230,47 @@ func TestMessageNamesTheProducer(t *testing.T) {
 	}
 }
 
-// Without wakeups the dispatcher polls: a Recv still returns.
+// Without wakeups the dispatcher polls: a Recv still returns, whether the
+// stage has no FIFO or its FIFO's Await fails while the Recv waits (the
+// dispatcher then falls back to polling once, not at every look).
 func TestRecvWithoutWakeups(t *testing.T) {
-	conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
-		send := conntest.Open(t, sc, "0", ringBytes)
-		recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: ringBytes, DisableWakeups: true, PollInterval: 5 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer recv.Close()
-		key := shmtest.Key("nowake")
-		got := make(chan error, 1)
-		go func() {
-			v, _, err := recv.Recv(context.Background(), "0", key)
-			if err == nil && conntest.CodesOf(t, v)[0] != 9 {
-				err = errors.New("wrong payload")
-			}
-			got <- err
-		}()
-		waitSettled(t, recv, 1)
-		conntest.MustPut(t, send, "0", "1", key, conntest.Codes(1, 9))
-		if err := <-got; err != nil {
-			t.Fatal(err)
-		}
-	})
+	for _, tc := range []struct {
+		name      string
+		disable   bool
+		fallbacks int64
+	}{{"disabled", true, 0}, {"await fails", false, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			conntest.EachRing(t, func(t *testing.T, sc string, ringBytes int) {
+				send := conntest.Open(t, sc, "0", ringBytes)
+				recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", HostRingBytes: ringBytes, DisableWakeups: tc.disable, PollInterval: 5 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer recv.Close()
+				key := shmtest.Key("nowake")
+				got := make(chan error, 1)
+				go func() {
+					v, _, err := recv.Recv(context.Background(), "0", key)
+					if err == nil && conntest.CodesOf(t, v)[0] != 9 {
+						err = errors.New("wrong payload")
+					}
+					got <- err
+				}()
+				waitSettled(t, recv, 1)
+				if !tc.disable {
+					connector.BreakAwait(recv)
+					shmtest.Eventually(t, shmtest.Patience, "the dispatcher to poll", func() bool { return connector.Dispatched(recv).AwaitFallbacks > 0 })
+				}
+				conntest.MustPut(t, send, "0", "1", key, conntest.Codes(1, 9))
+				if err := <-got; err != nil {
+					t.Fatal(err)
+				}
+				if n := connector.Dispatched(recv).AwaitFallbacks; n != tc.fallbacks {
+					t.Fatalf("%d falls back to polling, want %d", n, tc.fallbacks)
+				}
+			})
+		})
+	}
 }
 
 // unpolledEdge is a sender of stage 0 and a receiver of stage 1 on the

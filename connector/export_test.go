@@ -10,8 +10,9 @@ var ReceiverFIFOs = receiverFIFOs
 
 // DispatchWork is what the receive dispatcher did so far: ring sweeps
 // (one per waited edge and serve), rings scanned under their lock, frames
-// claimed from rings, per-key claims tried, and checks of every waited key.
-type DispatchWork struct{ Sweeps, RingScans, RingClaims, SegmentTries, FullChecks int64 }
+// claimed from rings, per-key claims tried, checks of every waited key, and
+// falls back from the FIFO's Await to polling.
+type DispatchWork struct{ Sweeps, RingScans, RingClaims, SegmentTries, FullChecks, AwaitFallbacks int64 }
 
 // Dispatched returns c's dispatcher's work counters (zero without one).
 func Dispatched(c *SHM) DispatchWork {
@@ -20,7 +21,7 @@ func Dispatched(c *SHM) DispatchWork {
 		return DispatchWork{}
 	}
 	s := &d.stats
-	return DispatchWork{s.sweeps.Load(), s.ringScans.Load(), s.ringClaims.Load(), s.segmentTries.Load(), s.fullChecks.Load()}
+	return DispatchWork{s.sweeps.Load(), s.ringScans.Load(), s.ringClaims.Load(), s.segmentTries.Load(), s.fullChecks.Load(), s.awaitFallbacks.Load()}
 }
 
 // DispatchSettled reports that c's dispatcher has nothing left to serve
@@ -49,4 +50,13 @@ func DropRecent(c *SHM) {
 	d.mu.Lock()
 	d.recent = nil
 	d.mu.Unlock()
+}
+
+// BreakAwait has the FIFO's Await of c's receive dispatcher fail from now
+// on, as when the runtime poller refuses the FIFO: it starts the FIFO's
+// background reader (after which Await returns wake.ErrClosed) and ends
+// the Await under way.
+func BreakAwait(c *SHM) {
+	c.waiter.C()
+	c.waiter.Interrupt()
 }
