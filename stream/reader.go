@@ -505,7 +505,9 @@ func (r *Reader) waitContext(ctx context.Context) context.Context {
 	}
 	w.drop()
 	w.watched = watched
-	if reflect.TypeOf(ctx).Comparable() { // else w.parent == ctx would panic: keep none
+	// The value, not its type: a struct context of a comparable type may
+	// hold a func in an interface field, and == (or a map key) panics then.
+	if reflect.ValueOf(ctx).Comparable() { // else keep none
 		w.parent = ctx
 	}
 	if w.parent != nil {

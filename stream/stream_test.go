@@ -738,3 +738,34 @@ func BenchmarkIdleReaders(b *testing.B) {
 		})
 	}
 }
+
+// funcCtx is a context of a comparable type whose value is not: its ==
+// panics (a func in an interface field).
+type funcCtx struct {
+	context.Context
+	f any
+}
+
+// A ctx whose value cannot be compared gets a wait context of its own,
+// called again and again: no panic, nothing left shared.
+func TestReaderIncomparableContext(t *testing.T) {
+	m := newMem()
+	rd := mustReader(t, m, "f", ReaderOptions{ProgressTimeout: time.Hour})
+	ctx := funcCtx{context.Background(), func() {}}
+	rd.deadline = time.Now().Add(time.Hour)
+	for range 2 {
+		if rd.waitContext(ctx).Err() != nil {
+			t.Fatal("a fresh wait context ended")
+		}
+	}
+	m.Put("0", "1", Key("f", "0", 0), map[string]any{"finished": true})
+	if _, err := rd.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rd.Close()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if len(sharedWaits) != 0 {
+		t.Fatalf("%d shared wait contexts left", len(sharedWaits))
+	}
+}
