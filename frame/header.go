@@ -38,9 +38,10 @@ func readHeader(h *wire.Reader, dataLen int, descs []descriptor, dims []int) (_ 
 	}
 	total := 0
 	for i := range count {
-		var d descriptor
-		d, dims, err = readDescriptor(h, dims, dataLen)
-		if err != nil {
+		// Read in place: a descriptor returned by value was copied twice.
+		descs = append(descs, descriptor{})
+		d := &descs[len(descs)-1]
+		if dims, err = readDescriptor(h, d, dims, dataLen); err != nil {
 			return fail("descriptor %d: %w", i, err)
 		}
 		// A writer's regions are disjoint, so they total at most the data
@@ -49,7 +50,6 @@ func readHeader(h *wire.Reader, dataLen int, descs []descriptor, dims []int) (_ 
 		if total += d.size; total > dataLen {
 			return fail("descriptor %d: tensors total more than the %d-byte data area", i, dataLen)
 		}
-		descs = append(descs, d)
 	}
 	if tree, err = h.Bin(); err != nil {
 		return fail("tree: %w", err)
@@ -63,45 +63,44 @@ func readHeader(h *wire.Reader, dataLen int, descs []descriptor, dims []int) (_ 
 	return descs, dims, tree, nonce, nil
 }
 
-// readDescriptor reads [dtype_name, shape, offset], appends the shape to
-// dims and returns dims, and checks the tensor lies within a data area of
-// dataLen bytes. (dims by value: through a pointer, a caller's stack buffer
-// would escape.)
-func readDescriptor(h *wire.Reader, dims []int, dataLen int) (descriptor, []int, error) {
-	var d descriptor
+// readDescriptor reads [dtype_name, shape, offset] into d, appends the
+// shape to dims and returns dims, and checks the tensor lies within a data
+// area of dataLen bytes. (dims by value: through a pointer, a caller's
+// stack buffer would escape.)
+func readDescriptor(h *wire.Reader, d *descriptor, dims []int, dataLen int) ([]int, error) {
 	if n, err := h.ArrayLen(); err != nil || n != 3 {
-		return d, dims, errors.New("not [dtype, shape, offset]")
+		return dims, errors.New("not [dtype, shape, offset]")
 	}
 	name, err := h.Str()
 	if err != nil {
-		return d, dims, fmt.Errorf("dtype: %w", err)
+		return dims, fmt.Errorf("dtype: %w", err)
 	}
 	dt, ok := tensor.LookupDType(string(name))
 	if !ok {
-		return d, dims, fmt.Errorf("%w: %q", tensor.ErrUnknownDType, name)
+		return dims, fmt.Errorf("%w: %q", tensor.ErrUnknownDType, name)
 	}
 	rank, err := h.ArrayLen()
 	if err != nil {
-		return d, dims, fmt.Errorf("shape: %w", err)
+		return dims, fmt.Errorf("shape: %w", err)
 	}
 	d.dtype, d.dims, d.rank = dt, len(dims), rank
 	for range rank {
 		n, err := readSize(h)
 		if err != nil {
-			return d, dims, fmt.Errorf("shape: %w", err)
+			return dims, fmt.Errorf("shape: %w", err)
 		}
 		dims = append(dims, n)
 	}
 	if d.size, err = tensor.ByteSize(dims[d.dims:], dt.ItemSize()); err != nil {
-		return d, dims, err
+		return dims, err
 	}
 	if d.offset, err = readSize(h); err != nil {
-		return d, dims, fmt.Errorf("offset: %w", err)
+		return dims, fmt.Errorf("offset: %w", err)
 	}
 	if d.offset > dataLen || d.size > dataLen-d.offset {
-		return d, dims, fmt.Errorf("tensor of %d bytes at offset %d past the %d-byte data area", d.size, d.offset, dataLen)
+		return dims, fmt.Errorf("tensor of %d bytes at offset %d past the %d-byte data area", d.size, d.offset, dataLen)
 	}
-	return d, dims, nil
+	return dims, nil
 }
 
 // readSize reads a dimension or an offset: a non-negative integer that fits

@@ -335,39 +335,137 @@ func place(capacity, head, tail, total uint64) (padding uint64, ok bool) {
 	return padding, true
 }
 
-// index maps the keys of ready frames seen by a scan to their positions.
-// positions keeps scan order so entries reclaimed by the producer (or
-// overwritten after a wrap) are dropped once they fall behind tail.
+// index maps the keys of ready frames seen by a scan (a producer's: put) to
+// their positions. positions keeps scan order so entries reclaimed by the
+// producer (or overwritten after a wrap) are dropped once they fall behind
+// tail.
+//
+// While positions holds at most smallIndex entries (one or two frames in
+// flight: the usual case) a key is found by comparing the entries, newest
+// first, each marked current or not: cheaper than the map, whose hashing a
+// put paid four times (its key's look-up and add, the prune's look-up and
+// delete of the frame it reclaimed). Past smallIndex entries byKey holds
+// each key's current entry, until positions empties.
 type index struct {
 	cursor    uint64
-	frames    uint64 // payload frames the cursor passed, ready or not
-	byKey     map[string]uint64
+	frames    uint64            // payload frames the cursor passed, ready or not
+	byKey     map[string]uint64 // the current entries, while mapped
+	mapped    bool
 	positions []keyAt // FIFO; consumed from first
 	first     int
 }
 
+// smallIndex is the most entries an index holds without mapping its keys.
+const smallIndex = 8
+
 type keyAt struct {
-	pos uint64
-	key string
+	pos     uint64
+	key     string
+	current bool // the key's entry in lookup (unmapped only)
 }
 
-func (ix *index) add(key string, pos uint64) {
-	if ix.byKey == nil {
-		ix.byKey = make(map[string]uint64)
+// lookup returns the position of key's current entry.
+func (ix *index) lookup(key string) (uint64, bool) {
+	if ix.mapped {
+		pos, ok := ix.byKey[key]
+		return pos, ok
 	}
-	ix.byKey[key] = pos
+	if i := ix.find(key); i >= 0 {
+		return ix.positions[i].pos, true
+	}
+	return 0, false
+}
+
+// find is the slot of key's current entry in positions, -1 if none; the
+// index is not mapped.
+func (ix *index) find(key string) int {
+	for i := len(ix.positions) - 1; i >= ix.first; i-- {
+		if e := &ix.positions[i]; e.current && e.key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// forget drops key's current entry (its frame was taken or retired).
+func (ix *index) forget(key string) {
+	if ix.mapped {
+		delete(ix.byKey, key)
+	} else if i := ix.find(key); i >= 0 {
+		ix.positions[i].current = false
+	}
+}
+
+// empty reports whether no key has a current entry.
+func (ix *index) empty() bool {
+	if ix.mapped {
+		return len(ix.byKey) == 0
+	}
+	for _, e := range ix.positions[ix.first:] {
+		if e.current {
+			return false
+		}
+	}
+	return true
+}
+
+// each calls f on every current entry, in no particular order, until f
+// returns false; f may forget the key it is given.
+func (ix *index) each(f func(key string, pos uint64) bool) {
+	if ix.mapped {
+		for k, pos := range ix.byKey {
+			if !f(k, pos) {
+				return
+			}
+		}
+		return
+	}
+	for i := ix.first; i < len(ix.positions); i++ {
+		if e := ix.positions[i]; e.current && !f(e.key, e.pos) {
+			return
+		}
+	}
+}
+
+// add makes pos key's current entry.
+func (ix *index) add(key string, pos uint64) {
 	if ix.first > 0 && ix.first == len(ix.positions) {
-		ix.positions, ix.first = ix.positions[:0], 0
+		// Empty: so is byKey (each of its entries has one in positions).
+		ix.positions, ix.first, ix.mapped = ix.positions[:0], 0, false
 	} else if ix.first > 64 && ix.first*2 > len(ix.positions) {
 		n := copy(ix.positions, ix.positions[ix.first:])
 		clear(ix.positions[n:])
 		ix.positions, ix.first = ix.positions[:n], 0
 	}
-	ix.positions = append(ix.positions, keyAt{pos, key})
+	if !ix.mapped && len(ix.positions)-ix.first >= smallIndex {
+		ix.mapKeys()
+	}
+	if ix.mapped {
+		ix.byKey[key] = pos
+		ix.positions = append(ix.positions, keyAt{pos: pos, key: key})
+		return
+	}
+	if i := ix.find(key); i >= 0 {
+		ix.positions[i].current = false
+	}
+	ix.positions = append(ix.positions, keyAt{pos: pos, key: key, current: true})
+}
+
+// mapKeys moves the current entries into byKey.
+func (ix *index) mapKeys() {
+	if ix.byKey == nil {
+		ix.byKey = make(map[string]uint64)
+	}
+	for _, e := range ix.positions[ix.first:] {
+		if e.current {
+			ix.byKey[e.key] = e.pos
+		}
+	}
+	ix.mapped = true
 }
 
 // since returns the index's entries at positions from pos on, in ring
-// order (stale ones included: the caller checks byKey). The slice aliases
+// order (stale ones included: the caller checks lookup). The slice aliases
 // the index: use it before the next scan.
 func (ix *index) since(pos uint64) []keyAt {
 	i := len(ix.positions)
@@ -386,9 +484,10 @@ func (ix *index) indexedSince(pos uint64) bool {
 // prune forgets positions before tail: those frames were reclaimed.
 func (ix *index) prune(tail uint64) {
 	for ix.first < len(ix.positions) && ix.positions[ix.first].pos < tail {
-		e := ix.positions[ix.first]
-		if p, ok := ix.byKey[e.key]; ok && p == e.pos {
-			delete(ix.byKey, e.key)
+		if e := ix.positions[ix.first]; ix.mapped {
+			if p, ok := ix.byKey[e.key]; ok && p == e.pos {
+				delete(ix.byKey, e.key)
+			}
 		}
 		ix.positions[ix.first] = keyAt{}
 		ix.first++
@@ -428,7 +527,7 @@ func (ix *index) scanFor(data []byte, head, tail uint64, want string) (pos uint6
 		if f.kind != kindPadding && f.state == stateReady {
 			k := frameKey(data, at, f)
 			if want != "" && string(k) == want { // compared without a copy
-				pos, wanted, found = at, f, true // the newest wins, as in byKey
+				pos, wanted, found = at, f, true // the newest wins, as in add
 				continue
 			}
 			// Positions only grow: no frame from the cursor on is indexed.
@@ -436,7 +535,7 @@ func (ix *index) scanFor(data []byte, head, tail uint64, want string) (pos uint6
 		}
 	}
 	if found {
-		delete(ix.byKey, want) // an entry of an older scan: superseded
+		ix.forget(want) // an entry of an older scan: superseded
 	}
 	ix.prune(tail)
 	return pos, wanted, found, nil

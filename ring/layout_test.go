@@ -61,16 +61,23 @@ func (r *memRing) put(key string, payload []byte) (uint64, bool) {
 	return head, true
 }
 
+// indexed is every current entry of ix.
+func indexed(ix *index) map[string]uint64 {
+	m := map[string]uint64{}
+	ix.each(func(k string, pos uint64) bool { m[k] = pos; return true })
+	return m
+}
+
 // take follows SPEC §3 get on the reader's index.
 func (r *memRing) take(key string) ([]byte, bool) {
 	if err := r.ix.scan(r.data(), r.head(), r.tail()); err != nil {
 		panic(err)
 	}
-	pos, ok := r.ix.byKey[key]
+	pos, ok := r.ix.lookup(key)
 	if !ok {
 		return nil, false
 	}
-	delete(r.ix.byKey, key)
+	r.ix.forget(key)
 	f, err := readFrame(r.data(), pos)
 	if err != nil || f.state != stateReady {
 		return nil, false
@@ -280,11 +287,11 @@ func TestParsePythonRing(t *testing.T) {
 	if err := ix.scan(file[HeaderSize:], h.Head, h.Tail); err != nil {
 		t.Fatal(err)
 	}
-	if len(ix.byKey) != len(want.Ready) {
-		t.Errorf("scan indexed %v", ix.byKey)
+	if got := indexed(&ix); len(got) != len(want.Ready) {
+		t.Errorf("scan indexed %v", got)
 	}
 	for _, k := range want.Consumed {
-		if _, ok := ix.byKey[k]; ok {
+		if _, ok := ix.lookup(k); ok {
 			t.Errorf("consumed %s indexed", k)
 		}
 	}
@@ -368,7 +375,7 @@ func FuzzScanTake(f *testing.F) {
 				}
 				return
 			}
-			for k, pos := range ix.byKey {
+			for k, pos := range indexed(&ix) {
 				fr, err := readFrame(data, pos)
 				if err != nil {
 					t.Fatalf("indexed frame %q at %d: %v", k, pos, err)
@@ -378,9 +385,9 @@ func FuzzScanTake(f *testing.F) {
 					t.Fatalf("key mismatch at %d", pos)
 				}
 			}
-			if pos, ok := ix.byKey[key]; ok {
+			if pos, ok := ix.lookup(key); ok {
 				markDone(data, pos)
-				delete(ix.byKey, key)
+				ix.forget(key)
 			}
 			if nt, err := reclaim(data, head, tail); err == nil {
 				tail = nt
@@ -538,12 +545,71 @@ func TestScanForLeavesTheWantedKeyOut(t *testing.T) {
 			if err != nil || found != c.found || found && (pos != positions[c.at] || f.state != stateReady || int(f.keyLen) != len(c.want)) {
 				t.Fatalf("scanFor = %d, %+v, %v, %v; want %v at %d", pos, f, found, err, c.found, positions[c.at])
 			}
-			got := slices.Sorted(maps.Keys(r.ix.byKey))
+			got := slices.Sorted(maps.Keys(indexed(&r.ix)))
 			if !slices.Equal(got, c.indexed) {
 				t.Errorf("indexed %q, want %q", got, c.indexed)
 			}
 			if r.ix.cursor != r.head() || r.ix.frames != uint64(len(c.put)) {
 				t.Errorf("cursor %d frames %d, want %d and %d", r.ix.cursor, r.ix.frames, r.head(), len(c.put))
+			}
+		})
+	}
+}
+
+// TestIndexAgreesWithAMap drives an index through adds, forgets and prunes
+// that take it past smallIndex entries and back (compared entries, then a
+// map, then compared again once it empties) and checks every answer against
+// a plain map of the current entries.
+func TestIndexAgreesWithAMap(t *testing.T) {
+	for _, live := range []int{1, 3, smallIndex, smallIndex + 1, 3 * smallIndex} {
+		t.Run(fmt.Sprint(live), func(t *testing.T) {
+			var ix index
+			want := map[string]uint64{}
+			var order []keyAt // every add, as positions holds them
+			pos, tail := uint64(0), uint64(0)
+			mapped := false
+			for step := range 40 * smallIndex {
+				key := fmt.Sprintf("k%d", (step*7)%(2*live+1))
+				switch {
+				case step%5 == 3:
+					ix.forget(key)
+					delete(want, key)
+				default:
+					pos += 16
+					ix.add(key, pos)
+					want[key] = pos
+					order = append(order, keyAt{pos: pos, key: key})
+				}
+				// Keep about live entries; empty it now and then.
+				if n := len(order); n > live || step%(11*smallIndex) == 0 {
+					cut := n - live
+					if step%(11*smallIndex) == 0 {
+						cut = n
+					}
+					tail = order[max(cut-1, 0)].pos + 1
+					for _, e := range order[:cut] {
+						if want[e.key] == e.pos {
+							delete(want, e.key)
+						}
+					}
+					order = order[cut:]
+					ix.prune(tail)
+				}
+				mapped = mapped || ix.mapped
+				if got := indexed(&ix); !maps.Equal(got, want) {
+					t.Fatalf("step %d: indexed %v, want %v", step, got, want)
+				}
+				for k, p := range want {
+					if got, ok := ix.lookup(k); !ok || got != p {
+						t.Fatalf("step %d: lookup(%s) = %d, %v; want %d", step, k, got, ok, p)
+					}
+				}
+				if _, ok := ix.lookup("absent"); ok || ix.empty() != (len(want) == 0) {
+					t.Fatalf("step %d: absent found %v, empty %v with %d", step, ok, ix.empty(), len(want))
+				}
+			}
+			if mapped != (live >= smallIndex) {
+				t.Errorf("mapped %v with %d entries live", mapped, live)
 			}
 		})
 	}

@@ -64,11 +64,12 @@ func (t *Transport) Unclaimed() []descriptor.RingHandle {
 	for _, p := range t.producerList() {
 		p.mu.Lock()
 		if !p.closed {
-			for _, pos := range p.ix.byKey {
+			p.ix.each(func(_ string, pos uint64) bool {
 				if f, err := readFrame(p.m.data, pos); err == nil && f.state == stateReady && f.kind != kindPadding {
 					out = append(out, descriptor.RingHandle{Name: p.name, Position: pos, Size: int(f.payloadLen)})
 				}
-			}
+				return true
+			})
 		}
 		p.mu.Unlock()
 	}
@@ -146,7 +147,7 @@ func (p *producer) publish(key string, kind Kind, total uint64, size int, tail u
 	// the new frame is published (SPEC §1 one publisher per key). The next
 	// put reclaims its space; add replaces its index entry. One before tail
 	// was reclaimed: its bytes may be another frame's now.
-	if pos, ok := p.ix.byKey[key]; ok && pos >= tail {
+	if pos, ok := p.ix.lookup(key); ok && pos >= tail {
 		p.markDone(pos, RetiredByPut)
 	}
 	p.m.setHead(head + total)
@@ -202,16 +203,15 @@ func (p *producer) reclaimTail() (uint64, error) {
 // p.mu is held.
 func (p *producer) each(s string, byPrefix bool, f func(key string, pos uint64) bool) {
 	if !byPrefix {
-		if pos, ok := p.ix.byKey[s]; ok {
+		if pos, ok := p.ix.lookup(s); ok {
 			f(s, pos)
 		}
 		return
 	}
-	for k, pos := range p.ix.byKey {
-		if rest, ok := strings.CutPrefix(k, s); ok && scope.IsNumeric(rest) && !f(k, pos) {
-			return
-		}
-	}
+	p.ix.each(func(k string, pos uint64) bool {
+		rest, ok := strings.CutPrefix(k, s)
+		return !ok || !scope.IsNumeric(rest) || f(k, pos)
+	})
 }
 
 // retire marks the ready frames of the keys s selects (see each) done and
@@ -220,7 +220,7 @@ func (p *producer) each(s string, byPrefix bool, f func(key string, pos uint64) 
 func (p *producer) retire(s string, byPrefix bool) int {
 	n := 0
 	p.each(s, byPrefix, func(k string, pos uint64) bool {
-		delete(p.ix.byKey, k)
+		p.ix.forget(k)
 		if p.markDone(pos, RetiredByCancel) {
 			n++
 		}
@@ -250,9 +250,10 @@ func (p *producer) retireAll(c *counters) error {
 		return fmt.Errorf("ring: lock %s: %w", p.name, err)
 	}
 	defer c.flock(p.m.fd, unix.LOCK_UN)
-	for _, pos := range p.ix.byKey {
+	p.ix.each(func(_ string, pos uint64) bool {
 		p.markDone(pos, RetiredByClose)
-	}
+		return true
+	})
 	return nil
 }
 

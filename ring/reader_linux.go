@@ -71,7 +71,7 @@ func (r *reader) receive(c *counters, key string, desc *descriptor.RingHandle, d
 	}
 	// An unchanged head cannot have published a new key since this
 	// receiver's last locked scan.
-	if _, indexed := r.ix.byKey[key]; !indexed && r.m.head() == r.ix.cursor {
+	if _, indexed := r.ix.lookup(key); !indexed && r.m.head() == r.ix.cursor {
 		return got, false, false, nil
 	}
 	if err := c.flock(r.m.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
@@ -100,7 +100,7 @@ func (r *reader) receiveLocked(c *counters, key string, desc *descriptor.RingHan
 	}
 	if !found {
 		var indexed, ready bool
-		if pos, indexed = r.ix.byKey[key]; !indexed || desc != nil && pos != desc.Position {
+		if pos, indexed = r.ix.lookup(key); !indexed || desc != nil && pos != desc.Position {
 			return got, false, false, nil
 		}
 		// Indexed by an earlier scan: it may have been claimed since.
@@ -144,7 +144,7 @@ func (r *reader) readyLocked(key string, pos uint64) (frame, bool, error) {
 		return f, false, fmt.Errorf("ring: read %s: %w", r.name, err)
 	}
 	if f.state != stateReady {
-		delete(r.ix.byKey, key)
+		r.ix.forget(key)
 		return f, false, nil
 	}
 	return f, true, nil
@@ -162,7 +162,7 @@ func (r *reader) takeLocked(c *counters, key string, pos uint64, f frame, decode
 		// small): the frame stays ready, indexed, for a later receive.
 		return Taken{}, fmt.Errorf("ring: decode %q from %s: %w", key, r.name, err)
 	}
-	delete(r.ix.byKey, key)
+	r.ix.forget(key)
 	markDone(r.m.data, pos)
 	if err != nil {
 		return Taken{}, fmt.Errorf("ring: decode %q from %s: %w", key, r.name, err)
@@ -425,7 +425,7 @@ func (r *reader) takeRun(c *counters, keys []string, decode func(Kind, []byte) (
 	// indexed it: one published since is left to Receive and Sweep, which
 	// wait for it anyway. So a miss takes no lock even while head moves
 	// for other keys (a busy edge: a stage's other requests).
-	if _, indexed := r.ix.byKey[keys[0]]; !indexed {
+	if _, indexed := r.ix.lookup(keys[0]); !indexed {
 		return false, nil
 	}
 	if err := c.flock(r.m.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
@@ -441,7 +441,7 @@ func (r *reader) takeRun(c *counters, keys []string, decode func(Kind, []byte) (
 	}
 	checked := false
 	for _, key := range keys {
-		pos, indexed := r.ix.byKey[key]
+		pos, indexed := r.ix.lookup(key)
 		if !indexed {
 			break
 		}

@@ -158,13 +158,13 @@ func (r *reader) sweep(c *counters, keys []string, want func(string) bool, decod
 		return true
 	}
 	for _, e := range r.ix.since(r.swept) {
-		if p, indexed := r.ix.byKey[e.key]; indexed && p == e.pos && !offer(e.key, e.pos) {
+		if p, indexed := r.ix.lookup(e.key); indexed && p == e.pos && !offer(e.key, e.pos) {
 			return st, dead, err
 		}
 	}
 	r.swept = r.ix.cursor
 	for _, key := range keys {
-		if pos, indexed := r.ix.byKey[key]; indexed && !offer(key, pos) {
+		if pos, indexed := r.ix.lookup(key); indexed && !offer(key, pos) {
 			return st, dead, err
 		}
 	}
@@ -174,11 +174,11 @@ func (r *reader) sweep(c *counters, keys []string, want func(string) bool, decod
 // indexesAny reports whether the ring's index holds one of keys; r.mu is
 // held.
 func (r *reader) indexesAny(keys []string) bool {
-	if len(r.ix.byKey) == 0 {
+	if r.ix.empty() {
 		return false
 	}
 	for _, k := range keys {
-		if _, ok := r.ix.byKey[k]; ok {
+		if _, ok := r.ix.lookup(k); ok {
 			return true
 		}
 	}

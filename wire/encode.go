@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"omnishm/tensor"
@@ -212,9 +213,39 @@ func (s *encodeState) stringMap(b []byte, m map[string]any) ([]byte, error) {
 // stack: one pass over the map, no second lookup per key.
 const smallMap = 8
 
+// oneKeys holds, per depth, the key of the last one-entry map encoded
+// there. A one-entry map is looked up under it before it is iterated: an
+// iteration's random start alone costs more than the look-up, and a
+// producer of same-shaped payloads ({"data": tensor}, {"audio": codes})
+// repeats the key. A wrong guess costs one look-up.
+var oneKeys [8]atomic.Pointer[string]
+
+// oneEntry writes the one-entry map {k: v}; s.enter was called.
+func (s *encodeState) oneEntry(b []byte, k string, v any) ([]byte, error) {
+	b = AppendString(appendMapHeader(b, 1), k)
+	b, err := s.encode(b, v)
+	if err != nil {
+		return b, err
+	}
+	s.depth--
+	return b, nil
+}
+
 // smallStringMap is stringMap for a map of at most smallMap entries; s.enter
 // was called.
 func (s *encodeState) smallStringMap(b []byte, m map[string]any) ([]byte, error) {
+	if len(m) == 1 && s.depth <= len(oneKeys) {
+		guess := &oneKeys[s.depth-1]
+		if k := guess.Load(); k != nil {
+			if v, ok := m[*k]; ok {
+				return s.oneEntry(b, *k, v)
+			}
+		}
+		for k, v := range m {
+			guess.Store(interned(k))
+			return s.oneEntry(b, k, v)
+		}
+	}
 	var entries [smallMap]struct {
 		k string
 		v any

@@ -8,8 +8,9 @@ import (
 
 // Payload maps repeat the same few keys ("codes", "audio", "finished") in
 // every message. A small fixed table of recently seen short keys lets a
-// decoded key reuse one string instead of allocating each time; its size is
-// bounded, so hostile keys only evict each other.
+// decoded key reuse one string instead of allocating each time, and the
+// encoder remember keys without allocating (oneKeys); its size is bounded,
+// so hostile keys only evict each other.
 const keyCacheSize = 1024
 
 var (
@@ -41,4 +42,17 @@ func (s *decodeState) stringKey() (string, bool) {
 	slot.Store(&k)
 	s.pos += 1 + n
 	return k, true
+}
+
+// interned is key as the table holds it, added if absent: the one
+// allocation is a key's first (or its return after an eviction).
+func interned(key string) *string {
+	slot := &keyCache[maphash.String(keySeed, key)%keyCacheSize]
+	if k := slot.Load(); k != nil && *k == key {
+		return k
+	}
+	k := new(string) // not &key: that would allocate on every call
+	*k = key
+	slot.Store(k)
+	return k
 }

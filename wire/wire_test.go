@@ -127,6 +127,46 @@ func TestMarshalForms(t *testing.T) {
 	}
 }
 
+// TestOneEntryMaps: one-entry maps in a row at the same depths, their keys
+// repeating and changing (a repeat is looked up under the last key, a change
+// iterated), encode as {key: value} each, with no allocation once the keys
+// were seen.
+func TestOneEntryMaps(t *testing.T) {
+	cases := []struct {
+		v    any
+		want string
+	}{
+		{map[string]any{"a": 1}, "81a16101"},
+		{map[string]any{"a": 2}, "81a16102"},
+		{map[string]any{"b": 3}, "81a16203"},
+		{map[string]any{"b": map[string]any{"a": 4}}, "81a16281a16104"},
+		{map[string]any{"b": map[string]any{"c": 5}}, "81a16281a16305"},
+		{map[string]any{"a": 6, "b": 7}, "82a16106a16207"},
+		{[]any{map[string]any{"c": 8}}, "9181a16308"},
+		{map[string]any{"b": map[string]any{"c": 9}}, "81a16281a16309"},
+	}
+	for i, c := range cases {
+		got, err := wire.Marshal(c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := mustHex(c.want); !bytes.Equal(got, want) {
+			t.Errorf("case %d: got %x, want %x", i, got, want)
+		}
+	}
+	var e wire.Encoder
+	buf := make([]byte, 0, 64)
+	if n := testing.AllocsPerRun(100, func() {
+		for _, c := range cases {
+			if _, err := e.Append(buf[:0], c.v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}); n != 0 {
+		t.Errorf("%v allocations per run of seen keys", n)
+	}
+}
+
 func TestMarshalUnsupported(t *testing.T) {
 	cyclic := []any{nil}
 	cyclic[0] = cyclic
