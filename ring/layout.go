@@ -430,8 +430,13 @@ func (ix *index) each(f func(key string, pos uint64) bool) {
 // add makes pos key's current entry.
 func (ix *index) add(key string, pos uint64) {
 	if ix.first > 0 && ix.first == len(ix.positions) {
-		// Empty: so is byKey (each of its entries has one in positions).
+		// Empty: so is byKey (each of its entries has one in positions);
+		// cleared anyway if not (the check: a clear of a table that once
+		// grew walks it all), so that no entry outlives its position.
 		ix.positions, ix.first, ix.mapped = ix.positions[:0], 0, false
+		if len(ix.byKey) != 0 {
+			clear(ix.byKey)
+		}
 	} else if ix.first > 64 && ix.first*2 > len(ix.positions) {
 		n := copy(ix.positions, ix.positions[ix.first:])
 		clear(ix.positions[n:])
