@@ -5,6 +5,8 @@ package connector_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -285,6 +287,56 @@ func unpolledEdge(t *testing.T) (send, recv *connector.SHM) {
 	}
 	t.Cleanup(func() { recv.Close() })
 	return send, recv
+}
+
+// A Recv that comes while the dispatcher serves leaves its ring claim to
+// that serve, which takes the frame with the others it claims, under one
+// ring lock: the Recv takes none of its own (it used to claim the frame
+// itself, its lock meeting the sweep's hold of the ring).
+func TestRecvDuringAServeLeavesTheClaimToIt(t *testing.T) {
+	send, recv := unpolledEdge(t)
+	ctx, cancel := context.WithTimeout(t.Context(), shmtest.Patience)
+	defer cancel()
+	prime, other, late := shmtest.Key("prime"), shmtest.Key("other"), shmtest.Key("late")
+	conntest.MustPut(t, send, "0", "1", prime, conntest.Codes(1, 0))
+	conntest.MustGet(t, recv, "0", "1", prime, nil) // the ring is attached
+	type got struct {
+		v   any
+		err error
+	}
+	lateDone := make(chan got, 1)
+	var armed atomic.Bool
+	connector.OnServe(recv, func() {
+		if !armed.CompareAndSwap(true, false) {
+			return
+		}
+		// The late Recv comes now, while the leader serves; the serve
+		// goes on once it waits or has its frame.
+		go func() { v, _, err := recv.Recv(ctx, "0", late); lateDone <- got{v, err} }()
+		for ctx.Err() == nil && recv.Waiting() < 2 && len(lateDone) == 0 {
+			runtime.Gosched()
+		}
+	})
+	otherDone := make(chan error, 1)
+	go func() { _, _, err := recv.Recv(ctx, "0", other); otherDone <- err }()
+	waitSettled(t, recv, 1)
+	before := connector.Dispatched(recv)
+	armed.Store(true)
+	conntest.MustPut(t, send, "0", "1", late, conntest.Codes(1, 7)) // wakes the leader
+	r := <-lateDone
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if codes := conntest.CodesOf(t, r.v); !slices.Equal(codes, []int64{7}) {
+		t.Fatalf("late Recv got %v", codes)
+	}
+	if after := connector.Dispatched(recv); after.RingClaims-before.RingClaims != 1 {
+		t.Fatalf("the serve under way claimed %d frames: the Recv that came during it claimed its own", after.RingClaims-before.RingClaims)
+	}
+	conntest.MustPut(t, send, "0", "1", other, conntest.Codes(1, 1))
+	if err := <-otherDone; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A new waiter whose frame was indexed already (swept while nobody waited
