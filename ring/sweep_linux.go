@@ -62,9 +62,9 @@ func (t *Transport) Sweep(from, to string, keys []string, want func(key string) 
 	if buf == nil {
 		buf = new([]delivery)
 	}
-	out := *buf
+	out, used := *buf, 0
 	defer func() {
-		clear(out[:cap(out)]) // the payloads are the waiters'
+		clear(out[:used]) // the payloads are the waiters'
 		*buf = out[:0]
 		t.sweepBuf.Store(buf)
 	}()
@@ -73,6 +73,7 @@ func (t *Transport) Sweep(from, to string, keys []string, want func(key string) 
 		for _, r := range rs {
 			out = out[:0]
 			rst, dead, err := r.sweep(&t.stats, keys, want, decode, &out)
+			used = max(used, len(out))
 			st.Moved = st.Moved || rst.Moved
 			st.Frames += rst.Frames
 			st.Busy = st.Busy || rst.Busy
