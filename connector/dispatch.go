@@ -151,7 +151,10 @@ type dispatcher struct {
 	kick    chan struct{} // fresh waiters or hinted keys
 	stop    chan struct{}
 	leaders sync.WaitGroup // lead and forward
-	serving atomic.Bool    // run is in serve (tests wait for it to settle)
+	// The leader is in serve, and serves every waiter registered
+	// meanwhile before it sleeps (Recv then leaves its ring try to it;
+	// tests wait for it to settle).
+	serving atomic.Bool
 
 	// The hint watch; nil when /dev/shm cannot be watched.
 	shm      *fswatch.Watcher
@@ -175,6 +178,7 @@ type dispatcher struct {
 
 	stats   dispatchStats
 	recheck func(i int) // tests: run before each look of lead's recheck loop
+	onServe func()      // tests: run as each serve begins
 }
 
 // dispatch returns the connector's dispatcher, started on first use; nil
@@ -654,6 +658,9 @@ func (d *dispatcher) unswept() bool {
 // timer (ticked) asks for, and returns when to look again (zero: only on
 // an event).
 func (d *dispatcher) serve(woke, ticked bool) time.Time {
+	if d.onServe != nil {
+		d.onServe()
+	}
 	if ticked {
 		d.syncHints() // the per-key puts that sent no wakeup
 	}

@@ -5,6 +5,8 @@ package connector_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -285,6 +287,78 @@ func unpolledEdge(t *testing.T) (send, recv *connector.SHM) {
 	}
 	t.Cleanup(func() { recv.Close() })
 	return send, recv
+}
+
+// A Recv that comes while the dispatcher serves leaves its ring claim to
+// that serve, which takes the frame with the others it claims, under one
+// ring lock: the Recv takes none of its own (it used to claim the frame
+// itself, its lock meeting the sweep's hold of the ring). One whose ctx has
+// ended still takes a frame that is there, as it does without a serve
+// under way: it does not wait for one.
+func TestRecvDuringAServeLeavesTheClaimToIt(t *testing.T) {
+	send, recv := unpolledEdge(t)
+	ctx, cancel := context.WithTimeout(t.Context(), shmtest.Patience)
+	defer cancel()
+	prime, other, late := shmtest.Key("prime"), shmtest.Key("other"), shmtest.Key("late")
+	conntest.MustPut(t, send, "0", "1", prime, conntest.Codes(1, 0))
+	conntest.MustGet(t, recv, "0", "1", prime, nil) // the ring is attached
+	var during atomic.Pointer[func()]
+	connector.OnServe(recv, func() {
+		if f := during.Swap(nil); f != nil {
+			(*f)()
+		}
+	})
+	type got struct {
+		v   any
+		err error
+	}
+	check := func(what string, r got, code int64) {
+		t.Helper()
+		if r.err != nil {
+			t.Fatalf("%s: %v", what, r.err)
+		}
+		if codes := conntest.CodesOf(t, r.v); !slices.Equal(codes, []int64{code}) {
+			t.Fatalf("%s got %v", what, codes)
+		}
+	}
+	otherDone := make(chan error, 1)
+	go func() { _, _, err := recv.Recv(ctx, "0", other); otherDone <- err }()
+	waitSettled(t, recv, 1)
+
+	before := connector.Dispatched(recv)
+	lateDone := make(chan got, 1)
+	comeLate := func() {
+		// The serve goes on once the late Recv waits or has its frame.
+		go func() { v, _, err := recv.Recv(ctx, "0", late); lateDone <- got{v, err} }()
+		for ctx.Err() == nil && recv.Waiting() < 2 && len(lateDone) == 0 {
+			runtime.Gosched()
+		}
+	}
+	during.Store(&comeLate)
+	conntest.MustPut(t, send, "0", "1", late, conntest.Codes(1, 7)) // wakes the leader
+	check("the late Recv", <-lateDone, 7)
+	if after := connector.Dispatched(recv); after.RingClaims-before.RingClaims != 1 {
+		t.Fatalf("the serve under way claimed %d frames: the Recv that came during it claimed its own", after.RingClaims-before.RingClaims)
+	}
+
+	there, poke := shmtest.Key("there"), shmtest.Key("poke")
+	scans := connector.Dispatched(recv).RingScans
+	conntest.MustPut(t, send, "0", "1", there, conntest.Codes(1, 8)) // swept with nobody waiting: indexed
+	shmtest.Eventually(t, shmtest.Patience, "the frame swept", func() bool {
+		return connector.Dispatched(recv).RingScans > scans && connector.DispatchSettled(recv)
+	})
+	ended, end := context.WithCancel(ctx)
+	end()
+	thereDone := make(chan got, 1)
+	comeEnded := func() { v, _, err := recv.Recv(ended, "0", there); thereDone <- got{v, err} }
+	during.Store(&comeEnded)
+	conntest.MustPut(t, send, "0", "1", poke, conntest.Codes(1, 9)) // wakes the leader
+	check("a Recv whose ctx ended", <-thereDone, 8)
+
+	conntest.MustPut(t, send, "0", "1", other, conntest.Codes(1, 1))
+	if err := <-otherDone; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A new waiter whose frame was indexed already (swept while nobody waited

@@ -36,6 +36,11 @@ func DispatchSettled(c *SHM) bool {
 // Call it before c's first Recv.
 func OnRecheck(c *SHM, f func(i int)) { c.dispatch().recheck = f }
 
+// OnServe has c's receive dispatcher run f as each serve begins (the
+// leader then serves every waiter registered before it sleeps). Call it
+// before c's first Recv.
+func OnServe(c *SHM, f func()) { c.dispatch().onServe = f }
+
 // RecheckLimit is how many rechecks the leader serves before a sleep.
 const RecheckLimit = recheckLimit
 

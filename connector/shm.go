@@ -457,9 +457,16 @@ func (c *SHM) recv(ctx context.Context, from, key string, a frame.Allocator) (ms
 	}
 	// The rings first, here: a miss costs no system call when no ring
 	// moved. The per-key path is the dispatcher's first try for the key.
+	// While the dispatcher's leader serves, it serves a new waiter before
+	// it sleeps, claiming its frame with the others of that serve under one
+	// ring lock and liveness check: a claim of this Recv's own would take
+	// the ring lock once more, and meet the sweep's hold of the ring. A
+	// Recv whose ctx ended waits for no serve: it tries.
 	decode := decodeInto(a)
-	if m, ok, err := c.getRingWith(from, string(c.opts.StageID), key, nil, decode); ok || err != nil {
-		return m, err
+	if d := c.dispatcher.Load(); d == nil || !d.serving.Load() || ctx.Err() != nil {
+		if m, ok, err := c.getRingWith(from, string(c.opts.StageID), key, nil, decode); ok || err != nil {
+			return m, err
+		}
 	}
 	if m, ok, err := c.spin(from, key, decode); ok || err != nil {
 		return m, err

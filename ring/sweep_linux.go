@@ -55,12 +55,25 @@ func (t *Transport) Sweep(from, to string, keys []string, want func(key string) 
 		errs = append(errs, err)
 		readers = append(slices.Clip(readers), fresh...)
 	}
-	var out []delivery
+	// The deliveries' buffer of the last Sweep (a receive dispatcher
+	// sweeps after every wakeup), emptied: a Sweep allocates none. One
+	// running meanwhile makes its own.
+	buf := t.sweepBuf.Swap(nil)
+	if buf == nil {
+		buf = new([]delivery)
+	}
+	out, used := *buf, 0
+	defer func() {
+		clear(out[:used]) // the payloads are the waiters'
+		*buf = out[:0]
+		t.sweepBuf.Store(buf)
+	}()
 	sawDead := false
 	visit := func(rs []*reader) {
 		for _, r := range rs {
 			out = out[:0]
 			rst, dead, err := r.sweep(&t.stats, keys, want, decode, &out)
+			used = max(used, len(out))
 			st.Moved = st.Moved || rst.Moved
 			st.Frames += rst.Frames
 			st.Busy = st.Busy || rst.Busy
@@ -71,7 +84,9 @@ func (t *Transport) Sweep(from, to string, keys []string, want func(key string) 
 				t.rejectReader(r, err) // contained: reported once, never an error per call
 				err = nil
 			}
-			errs = append(errs, err)
+			if err != nil {
+				errs = append(errs, err)
+			}
 			for _, d := range out {
 				deliver(d.key, d.got, d.err)
 			}

@@ -103,6 +103,36 @@ func TestSweepClaimsWantedFrames(t *testing.T) {
 	}
 }
 
+// A sweep that claims a batch allocates only the index's keys of the
+// frames it scans: its deliveries go through a buffer it keeps, and no
+// error list is made for rings that had none (the receive dispatcher
+// sweeps after every wakeup; each allocation per delivery brings the next
+// collection closer, and a collection scans every parked waiter's stack).
+func TestSweepAllocatesOnlyKeys(t *testing.T) {
+	_, prod, recv := pair(t, 1<<16)
+	mustPut(t, prod, "0", "1", "first", shmtest.CodeBytes(1))
+	mustMiss(t, recv, "0", "1", "attach", nil) // attach and scan the ring first
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
+	payload := shmtest.CodeBytes(3)
+	write := func(dst []byte) error { copy(dst, payload); return nil }
+	decode := func(Kind, []byte) (any, error) { return nil, nil }
+	claims := 0
+	a := testing.AllocsPerRun(100, func() {
+		for _, k := range keys {
+			if _, ok, _ := prod.Put("0", "1", k, KindBytes, len(payload), write); !ok {
+				t.Fatal("refused")
+			}
+		}
+		st, err := recv.Sweep("0", "1", nil, func(string) bool { return true }, decode, func(string, Taken, error) { claims++ })
+		if err != nil || st.Claims < len(keys) {
+			t.Fatalf("sweep: %+v, %v", st, err)
+		}
+	})
+	if claims == 0 || a > float64(len(keys)) {
+		t.Fatalf("%v allocations per sweep of %d frames (the index's keys: at most one each)", a, len(keys))
+	}
+}
+
 // Frames that another caller's Get scanned (and indexed) since the last
 // sweep are still new to the next one: nothing a waiter wants is stranded.
 func TestSweepOffersFramesAGetScanned(t *testing.T) {

@@ -48,6 +48,8 @@ type Transport struct {
 	edgeList  atomic.Pointer[[]*edgeState]
 	watchView atomic.Pointer[watcher]
 	owned     atomic.Pointer[[]*producer] // for Put: t.producers' values
+
+	sweepBuf atomic.Pointer[[]delivery] // Sweep's, between Sweeps
 }
 
 type edgeKey struct{ from, to string }
