@@ -39,6 +39,35 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// plain, Check's one-pass path, agrees with the byte rules it stands for
+// at every position of an eight-byte word and in the tail.
+func TestPlain(t *testing.T) {
+	for n := range 20 {
+		base := strings.Repeat("k", n)
+		if got := plain(base); got != (n > 0) {
+			t.Errorf("plain(%q) = %v", base, got)
+		}
+		for i := range n {
+			for _, c := range []byte{0, '/', 0x7f, 0x80, 0xff, '.', '0' - 1, 1, 0x2e, 0x30} {
+				k := base[:i] + string([]byte{c}) + base[i+1:]
+				want := c != 0 && c != '/' && c < 0x80
+				if got := plain(k); got != want {
+					t.Errorf("plain(%q) = %v, want %v", k, got, want)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkCheck(b *testing.B) {
+	key := "omt12345-BenchmarkPairFlockRatio-pair123456"
+	for b.Loop() {
+		if Check(key) != nil {
+			b.Fatal("rejected")
+		}
+	}
+}
+
 func TestInPrefix(t *testing.T) {
 	cases := []struct {
 		prefix, key string
