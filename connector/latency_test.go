@@ -3,11 +3,8 @@
 package connector
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"omnishm/internal/shmtest"
 )
 
 // A duration lands in the first bucket whose bound it does not exceed.
@@ -61,52 +58,5 @@ func BenchmarkStatsHooks(b *testing.B) {
 				s.got("0", "1", PathRing, 448)
 			}
 		})
-	}
-}
-
-// A spin that found nothing yields the CPU once and looks again before
-// Recv sleeps: a producer that waited for the receiver's CPU puts during
-// that yield (here the put is the yield's stand-in), and the message is
-// read there, with no dispatcher, sleep or wakeup. With PollInterval at an
-// hour and the put made only by the yield, nothing else could deliver it.
-func TestSpinYieldsOnceThenLooks(t *testing.T) {
-	sc := shmtest.Scope(t)
-	send, err := Open(Options{WakeupScope: sc, StageID: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer send.Close()
-	recv, err := Open(Options{WakeupScope: sc, StageID: "1", Spin: time.Millisecond, PollInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer recv.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), shmtest.Patience)
-	defer cancel()
-	// The edge's ring exists and is attached before the spin.
-	first := shmtest.Key("first")
-	if _, _, err := send.Put("0", "1", first, "first"); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := recv.Recv(ctx, "0", first); err != nil {
-		t.Fatal(err)
-	}
-	key, yields := shmtest.Key("late"), 0
-	recv.spinYield = func() {
-		if yields++; yields == 1 {
-			if _, _, err := send.Put("0", "1", key, "late"); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	got, _, err := recv.Recv(ctx, "0", key)
-	if err != nil || got != "late" {
-		t.Fatalf("Recv: %v, %v", got, err)
-	}
-	if yields != 1 {
-		t.Errorf("the spin yielded %d times, want once", yields)
-	}
-	if recv.dispatcher.Load() != nil {
-		t.Error("the message was left to the dispatcher: Recv slept")
 	}
 }

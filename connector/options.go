@@ -73,9 +73,7 @@ type Options struct {
 	// poll) after a miss before it hands the wait to the connector's
 	// dispatcher, when no other Recv of the connector waits (with other
 	// waiters the dispatcher serves them all, and spinning would burn CPU
-	// per waiter). A spin that found nothing yields the CPU once (one
-	// sched_yield) and looks again before it hands over. Zero means
-	// DefaultSpin; a negative value never spins.
+	// per waiter). Zero means DefaultSpin; a negative value never spins.
 	Spin time.Duration
 	// Logger receives the connector's warnings: one per edge whose ring
 	// cannot be set up, a wakeup FIFO or crash watchdog that is unavailable.

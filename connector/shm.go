@@ -21,8 +21,6 @@ import (
 	"omnishm/segment"
 	"omnishm/wake"
 	"omnishm/wire"
-
-	"golang.org/x/sys/unix"
 )
 
 // SHM is the shared-memory connector: vLLM-Omni's SharedMemoryConnector in
@@ -54,7 +52,6 @@ type SHM struct {
 	ringDirTracked               atomic.Bool
 	fifos                        []string // tracked with the watchdog (crash.go)
 	stats                        stats    // per-edge figures (stats.go)
-	spinYield                    func()   // a test's stand-in for yieldCPU in spin
 }
 
 // Open returns a shared-memory connector configured by opts (the zero
@@ -517,14 +514,7 @@ func (c *SHM) Waiting() int {
 // spin polls the edge's rings, without a system call per miss, for up to
 // Options.Spin before Recv hands the wait to the dispatcher, when no other
 // Recv waits: one message in flight is read without a sleep and a wakeup,
-// and many waiters never spin. A spin that found nothing yields the CPU
-// once and looks again: the scheduler often wakes a producer on the CPU of
-// the receiver that woke it (a reply's sync wakeup), and such a producer,
-// held off by the spin, then puts at once, without the FIFO write and
-// wakeup of the sleep. The polls themselves do not yield: a producer
-// waiting behind them is what the scheduler moves to an idle CPU, after
-// which the two run apart (yielding at every poll kept them on one CPU,
-// and unpinned latency rose).
+// and many waiters never spin.
 func (c *SHM) spin(from, key string, decode func(ring.Kind, []byte) (any, error)) (Message, bool, error) {
 	if c.opts.Spin <= 0 || c.ring.Capacity() == 0 || !numeric(from) || c.Waiting() > 0 {
 		return Message{}, false, nil
@@ -548,20 +538,7 @@ func (c *SHM) spin(from, key string, decode func(ring.Kind, []byte) (any, error)
 		}
 		runtime.Gosched()
 	}
-	c.yieldCPU()
-	return c.getRingWith(from, to, key, nil, decode)
-}
-
-// yieldCPU gives this thread's CPU to another thread waiting for it, if
-// any (sched_yield; without one it returns at once). It enters the
-// runtime's system-call state, so the runtime can hand this P to other
-// goroutines while another thread runs.
-func (c *SHM) yieldCPU() {
-	if c.spinYield != nil {
-		c.spinYield()
-		return
-	}
-	unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	return Message{}, false, nil
 }
 
 // busySpins bounds a spin that meets a held ring lock at this many Spins:
