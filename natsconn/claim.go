@@ -135,7 +135,13 @@ func (c *Connector) WaitClaimed(ctx context.Context, d connector.Descriptor) err
 				}
 				return wrap(err)
 			}
-			w.decide(f, why)
+			// Once the watch has seen the publication it sees, in order,
+			// the message that ended it, and decides exactly; the check
+			// can only guess (movedOn) about a publication replaced since,
+			// and a slow check must not overrule the watch with a guess.
+			if !w.saw() {
+				w.decide(f, why)
+			}
 			check = false
 		}
 		gone.Stop()
@@ -272,6 +278,13 @@ func (w *claimWatch) observe(m jetstream.Msg) {
 	w.mu.Unlock()
 	f, why := w.c.verdict(e.subject, w.rev, e, after)
 	w.decide(f, why)
+}
+
+// saw reports whether the publication itself was delivered.
+func (w *claimWatch) saw() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sawPub
 }
 
 // decide records a fate that is final; the first one stays.
