@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -16,26 +17,27 @@ func ByteSize(shape []int, itemSize int) (int, error) {
 	if itemSize <= 0 {
 		return 0, fmt.Errorf("%w: item size %d", ErrShape, itemSize)
 	}
-	// A zero dimension anywhere means no bytes, whatever the others are, so
-	// look for one before multiplying: the result must not depend on order.
+	// One pass, multiplying without a division: a negative dimension is an
+	// error wherever it is, and a zero one means no bytes, whatever the
+	// others are (the result must not depend on order), so an overflow is
+	// only said at the end.
+	n, zero, over := uint64(itemSize), false, false
 	for _, dim := range shape {
 		if dim < 0 {
 			return 0, fmt.Errorf("%w: negative dimension %d", ErrShape, dim)
 		}
+		hi, lo := bits.Mul64(n, uint64(dim))
+		zero, over, n = zero || dim == 0, over || hi != 0 || lo > maxBytes, lo
 	}
-	if slices.Contains(shape, 0) {
+	switch {
+	case zero:
 		return 0, nil
+	case over:
+		// A copy: formatting shape itself would make every caller's shape
+		// escape, a stack buffer included.
+		return 0, fmt.Errorf("%w: shape %v overflows", ErrShape, slices.Clone(shape))
 	}
-	n := itemSize
-	for _, dim := range shape {
-		if n > maxBytes/dim {
-			// A copy: formatting shape itself would make every caller's
-			// shape escape, a stack buffer included.
-			return 0, fmt.Errorf("%w: shape %v overflows", ErrShape, slices.Clone(shape))
-		}
-		n *= dim
-	}
-	return n, nil
+	return int(n), nil
 }
 
 func checkData(shape []int, itemSize, dataLen int) error {

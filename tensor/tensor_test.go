@@ -232,6 +232,8 @@ func TestByteSize(t *testing.T) {
 		{[]int{1 << 30, 1 << 30}, 4, 1 << 62, false},
 		{[]int{1 << 31, 1 << 30}, 1, 1 << 61, true},
 		{[]int{math.MaxInt}, 2, 0, false},
+		{[]int{1 << 32, 1 << 32}, 1, 0, false},     // a product that wraps to 0
+		{[]int{1 << 40, 1 << 40, -1}, 1, 0, false}, // negative after an overflow
 		{[]int{-1}, 1, 0, false},
 		{[]int{2, -3, 0}, 1, 0, false},
 		{[]int{2}, 0, 0, false},
