@@ -120,3 +120,48 @@ func TestMisalignedOffsetInBounds(t *testing.T) {
 		t.Fatalf("got %v %x", x, x.Data)
 	}
 }
+
+// TestQuickHeaderAgrees: the header's quick reader takes the headers
+// Prepare writes for small frames, and wherever it takes one (those, each
+// of them with any one byte changed or cut short, integers in every width)
+// its result is the full reader's.
+func TestQuickHeaderAgrees(t *testing.T) {
+	var frames [][]byte
+	for _, shape := range [][]int{{}, {0}, {1}, {127}, {128, 2}, {255, 1, 1}, {256}, {3, 5, 7, 2}} {
+		x, err := tensor.Zeros(tensor.Float32, shape...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, _ := tensor.Zeros(tensor.Uint8, 3)
+		for _, v := range []any{map[string]any{"data": x}, []any{x, y, map[string]any{"k": x}}} {
+			_, b := encode(t, v, 0)
+			if quick, err := frame.HeaderPathsAgree(b); !quick || err != nil {
+				t.Fatalf("shape %v: Prepare's header not taken by the quick reader (%v) or read differently: %v", shape, quick, err)
+			}
+			frames = append(frames, b)
+		}
+	}
+	// Integers in every width, and a bin16 tree, written by hand.
+	frames = append(frames,
+		build("93 91 93a5696e743634 91cc01 cd0000 c5001a"+refTree[4:]+nonceHex, 8),
+		build("93 91 93a5696e743634 91ce00000001 cc00 "+refTree+nonceHex, 8),
+		build("93 91 93a5696e743634 91d001 00 "+refTree+nonceHex, 8), // signed: the full reader's
+		build("93 91 93a5696e743634 9101 00 "+refTree+nonceHex, 1<<20))
+	for _, good := range frames {
+		n := 4 + int(binary.LittleEndian.Uint32(good))
+		for i := 4; i < n; i++ {
+			for _, c := range []byte{0x00, 0x01, 0x7f, 0x80, 0x90, 0x93, 0xa5, 0xc4, 0xc5, 0xcc, 0xce, 0xcf, 0xd0, 0xff, good[i] + 1, good[i] - 1} {
+				b := append([]byte(nil), good...)
+				b[i] = c
+				if _, err := frame.HeaderPathsAgree(b); err != nil {
+					t.Fatalf("byte %d of %x set to %#x: %v", i, good[:n], c, err)
+				}
+			}
+			cut := append([]byte(nil), good...)
+			binary.LittleEndian.PutUint32(cut, uint32(i-4))
+			if _, err := frame.HeaderPathsAgree(cut); err != nil {
+				t.Fatalf("%x cut to %d header bytes: %v", good[:n], i-4, err)
+			}
+		}
+	}
+}

@@ -290,7 +290,7 @@ func decode(b []byte, owned bool, a Allocator) (any, error) {
 	}
 	var small [8]descriptor
 	var smallDims [16]int
-	descs, dims, tree, nonce, err := readHeader(wire.NewReader(header), len(data), small[:0], smallDims[:0])
+	descs, dims, tree, nonce, err := readHeader(header, len(data), small[:0], smallDims[:0])
 	if err != nil {
 		return nil, corrupt("header: %w", err)
 	}
@@ -449,7 +449,7 @@ func Detect(b []byte) bool {
 	}
 	var small [8]descriptor
 	var smallDims [16]int
-	_, _, _, nonce, err := readHeader(wire.NewReader(header), len(data), small[:0], smallDims[:0])
+	_, _, _, nonce, err := readHeader(header, len(data), small[:0], smallDims[:0])
 	return err == nil && len(nonce) == nonceSize
 }
 

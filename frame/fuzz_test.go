@@ -11,13 +11,17 @@ import (
 )
 
 // FuzzDecode: any bytes decode or fail with ErrCorrupt, never panic or read
-// out of bounds (nor does Detect); a decoded frame's tensors are valid and
+// out of bounds (nor does Detect); the header's quick reader agrees with
+// the full one wherever it takes a header; a decoded frame's tensors are valid and
 // re-encode to a frame Detect recognises. DecodeOwned and DecodeInto (with
 // room for every tensor) agree with Decode, and a DecodeInto that fails
 // leaves the supplied memory untouched.
 func FuzzDecode(f *testing.F) {
 	decode := func(b []byte) (any, error) {
 		frame.Detect(b)
+		if _, err := frame.HeaderPathsAgree(b); err != nil {
+			return nil, err
+		}
 		owned, ownedErr := frame.DecodeOwned(append([]byte(nil), b...))
 		// The data fits the input; each tensor adds at most 63 bytes of
 		// alignment and takes at least 4 header bytes.
