@@ -126,6 +126,7 @@ func (c *Connector) WaitClaimed(ctx context.Context, d connector.Descriptor) err
 		if check && up {
 			// At the start and after a reconnect: the subject's last
 			// message may have decided already.
+			c.step(stepCheck, rev)
 			sctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 			f, why, err := c.fateNow(sctx, subject, rev)
 			cancel()
@@ -142,6 +143,7 @@ func (c *Connector) WaitClaimed(ctx context.Context, d connector.Descriptor) err
 			if !w.saw() {
 				w.decide(f, why)
 			}
+			c.step(stepChecked, rev)
 			check = false
 		}
 		gone.Stop()
@@ -162,6 +164,21 @@ func (c *Connector) WaitClaimed(ctx context.Context, d connector.Descriptor) err
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+}
+
+// claimStep is a step of WaitClaimed, for the claimStep test hook.
+type claimStep int
+
+const (
+	stepWatch   claimStep = iota // the watch observed the message at seq, and has not decided on it yet
+	stepCheck                    // the check of the subject is about to read it (seq: the publication's)
+	stepChecked                  // the check has decided, or left it to the watch
+)
+
+func (c *Connector) step(s claimStep, seq uint64) {
+	if hook := c.claimStep; hook != nil {
+		hook(s, seq)
 	}
 }
 
@@ -271,11 +288,9 @@ func (w *claimWatch) observe(m jetstream.Msg) {
 	after := w.sawPub
 	if e.seq == w.rev && e.publication() {
 		w.sawPub = true
-		if hook := w.c.claimWatchSaw; hook != nil {
-			hook()
-		}
 	}
 	w.mu.Unlock()
+	w.c.step(stepWatch, e.seq)
 	f, why := w.c.verdict(e.subject, w.rev, e, after)
 	w.decide(f, why)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,14 +75,18 @@ func TestWaitClaimed(t *testing.T) {
 				t.Fatalf("claimed before anything: %v %v", ok, err)
 			}
 			seen := make(chan struct{})
-			sender.claimWatchSaw = func() { close(seen) }
+			var once sync.Once
+			sender.claimStep = func(step claimStep, seq uint64) {
+				if step == stepWatch && seq == d.Nats.Revision {
+					once.Do(func() { close(seen) })
+				}
+			}
 			done := waitClaimedAsync(sender, context.Background(), d)
 			select {
 			case <-seen: // the wait is under way
 			case err := <-done:
 				t.Fatalf("WaitClaimed returned before the publication ended: %v", err)
 			}
-			sender.claimWatchSaw = nil // for the waits below (only this one's watch calls it)
 			c.end(t, sender, receiver, key)
 			err := waitResult(t, done)
 			switch {
@@ -108,6 +113,46 @@ func TestWaitClaimed(t *testing.T) {
 
 // A producer of another process (another connector) waits on the claim
 // just as well, and a wait ends with its context.
+// A wait whose check of the subject reads it after a newer put of the key
+// has replaced the publication, while its watch has delivered the
+// publication and not yet the newer put: the check could only guess
+// (claimed), the watch knows (replaced), and the watch decides. The hooks
+// force that order: the check waits for the watch to deliver the
+// publication and puts the key again before it reads; the watch delivers
+// nothing more until the check is done.
+func TestWaitClaimedCheckAfterAReplacement(t *testing.T) {
+	sender, _ := edge(t, startServer(t))
+	const key = "req-1_0_7"
+	d := conntest.MustPut(t, sender, "0", "1", key, codes(1, 1))
+	rev := d.Nats.Revision
+	seen, checked := make(chan struct{}), make(chan struct{})
+	var seenOnce, checkOnce, checkedOnce sync.Once
+	replaced := make(chan error, 1)
+	sender.claimStep = func(step claimStep, seq uint64) {
+		switch {
+		case step == stepWatch && seq == rev:
+			seenOnce.Do(func() { close(seen) })
+		case step == stepWatch && seq > rev:
+			<-checked
+		case step == stepCheck:
+			checkOnce.Do(func() {
+				<-seen
+				_, _, err := sender.Put("0", "1", key, codes(1, 9))
+				replaced <- err
+			})
+		case step == stepChecked:
+			checkedOnce.Do(func() { close(checked) })
+		}
+	}
+	err := waitResult(t, waitClaimedAsync(sender, context.Background(), d))
+	if perr := <-replaced; perr != nil {
+		t.Fatal(perr)
+	}
+	if !errors.Is(err, ErrRetired) || !strings.Contains(err.Error(), "replaced") {
+		t.Fatalf("WaitClaimed: %v, want ErrRetired (replaced)", err)
+	}
+}
+
 func TestWaitClaimedByAnotherConnectorAndItsContext(t *testing.T) {
 	ts := startServer(t)
 	sender, receiver := edge(t, ts)

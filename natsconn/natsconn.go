@@ -122,9 +122,10 @@ type Connector struct {
 
 	pending *pendingSet
 	retired *retiredSet // what this connector retired, for Claimed
-	// claimWatchSaw, set by tests before a WaitClaimed, is called when its
-	// watch delivers the publication itself.
-	claimWatchSaw func()
+	// claimStep, set by tests before a WaitClaimed, is called at the steps
+	// of its wait (see claimStep), so a test can force an order of its
+	// watch and its check of the subject.
+	claimStep func(step claimStep, seq uint64)
 
 	backgroundMu   sync.Mutex
 	background     sync.WaitGroup // object deletions
