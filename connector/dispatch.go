@@ -135,8 +135,7 @@ type dispatcher struct {
 	keys   map[string]*waiter // waiting, by key: the first to arrive (its next the others)
 	count  atomic.Int64       // the waiters in keys (written under mu)
 	edges  map[string]int     // waiting per edge from->to
-	fresh  []waitKey          // registered since the last serve
-	spare  []waitKey          // the fresh that serve handed back, for reuse
+	fresh  []waitKey          // registered since the last serve; its buffer is kept
 	hinted []string           // waited keys whose lock file was closed since
 	// recent: keys not waited when their lock file was closed since the
 	// hint watch started, or whose lock file was listed just after it
@@ -168,6 +167,7 @@ type dispatcher struct {
 	ringEvery, fullEvery, busyEvery time.Duration
 	ringAt, fullAt, busyAt          time.Time // zero: not scheduled; ringAt only without Await
 	reservedNow                     []*waiter
+	taken                           []waitKey       // the fresh the serve under way took (take)
 	edgeBuf                         []string        // unswept's
 	takeEdges, keyBuf, tryBuf       []string        // take's, sweepEdges', freshTries'
 	candBuf                         []string        // segmentCandidates'
@@ -599,7 +599,8 @@ func (d *dispatcher) forgetLocked() {
 	for _, key := range d.hinted {
 		d.rememberLocked(key)
 	}
-	d.fresh, d.hinted = nil, nil
+	clear(d.fresh)
+	d.fresh, d.hinted = d.fresh[:0], nil
 }
 
 // schedule sets when the leader looks again at the latest (zero: only on
@@ -673,7 +674,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		wakes = total - d.wakes.Swap(total)
 	}
 	fresh, hinted, edges := d.take()
-	defer func() { d.giveBack(fresh) }()
+	defer d.untake()
 	if edges == nil {
 		d.ringAt, d.fullAt, d.busyAt = time.Time{}, time.Time{}, time.Time{}
 		return time.Time{}
@@ -702,7 +703,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		d.c.ring.Refresh()
 		hints := d.syncHints()
 		f, more, e := d.take()
-		fresh, hinted = append(fresh, f...), append(hinted, more...)
+		fresh, hinted = d.taken, append(hinted, more...) // f is the end of d.taken
 		if e != nil {
 			edges = e
 		}
@@ -768,13 +769,21 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 	return next
 }
 
-// take hands serve what arrived since it last looked: the new waiters, the
-// hinted keys, and the waited edges (nil when nothing waits).
+// take hands serve what arrived since it last looked: the new waiters
+// (appended to d.taken, the leader's own, until untake), the hinted keys,
+// and the waited edges (nil when nothing waits). The new waiters are
+// copied out, so both buffers are kept for good: handing d.fresh itself
+// over left it to a serve that took twice or to a leader that left (which
+// dropped it), and the next thousand waiters grew a new one from nothing,
+// in the waiters' own goroutines.
 func (d *dispatcher) take() (fresh []waitKey, hinted []string, edges []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	fresh, hinted = d.fresh, d.hinted
-	d.fresh, d.hinted, d.spare = d.spare, nil, nil
+	n := len(d.taken)
+	d.taken = append(d.taken, d.fresh...)
+	fresh, hinted = d.taken[n:], d.hinted
+	clear(d.fresh)
+	d.fresh, d.hinted = d.fresh[:0], nil
 	if len(d.keys) > 0 {
 		edges = d.takeEdges[:0]
 		for from := range d.edges {
@@ -785,12 +794,10 @@ func (d *dispatcher) take() (fresh []waitKey, hinted []string, edges []string) {
 	return fresh, hinted, edges
 }
 
-// giveBack keeps the fresh serve took, once read, for the next take.
-func (d *dispatcher) giveBack(fresh []waitKey) {
-	clear(fresh)
-	d.mu.Lock()
-	d.spare = fresh[:0]
-	d.mu.Unlock()
+// untake empties d.taken, once serve has read it, for the next serve.
+func (d *dispatcher) untake() {
+	clear(d.taken)
+	d.taken = d.taken[:0]
 }
 
 // sweepEdges sweeps the rings of each waited edge once, looking up the new

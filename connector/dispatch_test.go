@@ -15,6 +15,7 @@ import (
 
 	"omnishm/connector"
 	"omnishm/internal/conntest"
+	"omnishm/internal/race"
 	"omnishm/internal/shmtest"
 	"omnishm/proc"
 	"omnishm/ring"
@@ -531,5 +532,29 @@ func TestNewWaiterCostsNoTry(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("a waiter ended with %v", err)
 		}
+	}
+}
+
+// The dispatcher keeps the buffer its new waiters' keys go into, across a
+// serve that takes them twice and a leader that leaves: a thousand waiters
+// each time grew a new one from nothing (in the waiters' own goroutines).
+func TestFreshWaitersAllocateNoBuffer(t *testing.T) {
+	if race.Enabled {
+		t.Skip("allocations are not countable under the race detector (sync.Pool drops items)")
+	}
+	sc := shmtest.Scope(t)
+	recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = shmtest.Key("fresh")
+	}
+	cycle := connector.FreshCycle(recv, keys)
+	cycle() // the buffers and the waiters' pool fill up
+	if n := testing.AllocsPerRun(10, cycle); n >= 1 {
+		t.Fatalf("%v allocations per thousand waiters served and gone, want none", n)
 	}
 }
