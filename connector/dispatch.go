@@ -5,6 +5,7 @@ package connector
 import (
 	"context"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -445,9 +446,7 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 	defer d.leaders.Done()
 	// A new leader first serves what came while nobody led (no kick
 	// tells it): the new waiters, its own.
-	d.serving.Store(true)
-	d.schedule(d.serve(false, false))
-	d.serving.Store(false)
+	d.serveYield(false, false)
 	for {
 		if d.handOver(own, ctx) {
 			return
@@ -476,9 +475,7 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 				// wakeup. Serve once more with the sleep announced: what
 				// was put before the announcement is found now, and what
 				// is put after it writes the FIFO.
-				d.serving.Store(true)
-				d.schedule(d.serve(true, false))
-				d.serving.Store(false)
+				d.serveYield(true, false)
 				if d.handOver(own, ctx) {
 					d.c.waiter.EndSleep()
 					return
@@ -486,10 +483,8 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 				break
 			}
 			d.c.waiter.EndSleep()
-			d.serving.Store(true)
 			// As for a wakeup: one written meanwhile is served with it.
-			d.schedule(d.serve(true, false))
-			d.serving.Store(false)
+			d.serveYield(true, false)
 			if d.handOver(own, ctx) {
 				return
 			}
@@ -542,10 +537,21 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 		if stopped {
 			return
 		}
-		d.serving.Store(true)
-		d.schedule(d.serve(woke, ticked))
-		d.serving.Store(false)
+		d.serveYield(woke, ticked)
 	}
+}
+
+// serveYield serves, then yields the CPU before the serve counts as over:
+// the waiters it delivered to run first, and those that wait again
+// register while a serve is under way, leaving their ring try to it.
+func (d *dispatcher) serveYield(woke, ticked bool) {
+	d.serving.Store(true)
+	claims := d.stats.ringClaims.Load()
+	d.schedule(d.serve(woke, ticked))
+	if d.stats.ringClaims.Load() != claims && d.count.Load() > 0 {
+		runtime.Gosched()
+	}
+	d.serving.Store(false)
 }
 
 // sleep reports that the leader may sleep: no new waiter came since the

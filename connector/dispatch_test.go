@@ -362,6 +362,58 @@ func TestRecvDuringAServeLeavesTheClaimToIt(t *testing.T) {
 	}
 }
 
+// A waiter that a serve delivered to and that waits again at once (a stage
+// reading request after request) is served by the dispatcher, its frame
+// claimed with the next serve's others, not by a ring claim of its own:
+// the leader yields before its serve counts as over, so the waiters it
+// woke run and wait while a serve is under way. On one CPU, the leader used
+// to go on to its sleep first, and the waiter's Recv then claimed its frame
+// itself (one ring lock and liveness check per delivery, where a serve
+// takes one for all it claims).
+func TestWokenWaiterWaitsAgainDuringTheServe(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	send, recv := unpolledEdge(t)
+	ctx, cancel := context.WithTimeout(t.Context(), shmtest.Patience)
+	defer cancel()
+	prime, other, first, next := shmtest.Key("prime"), shmtest.Key("other"), shmtest.Key("first"), shmtest.Key("next")
+	conntest.MustPut(t, send, "0", "1", prime, conntest.Codes(1, 0))
+	conntest.MustGet(t, recv, "0", "1", prime, nil) // the ring is attached
+	otherDone := make(chan error, 1)
+	go func() { _, _, err := recv.Recv(ctx, "0", other); otherDone <- err }()
+	waitSettled(t, recv, 1)
+	type got struct {
+		v   any
+		err error
+	}
+	done := make(chan got, 1)
+	go func() {
+		_, _, err := recv.Recv(ctx, "0", first)
+		var v any
+		if err == nil {
+			v, _, err = recv.Recv(ctx, "0", next) // at once, as it is woken
+		}
+		done <- got{v, err}
+	}()
+	waitSettled(t, recv, 2)
+	before := connector.Dispatched(recv)
+	conntest.MustPut(t, send, "0", "1", next, conntest.Codes(1, 2))  // swept with nobody waiting: indexed
+	conntest.MustPut(t, send, "0", "1", first, conntest.Codes(1, 1)) // wakes the leader
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if codes := conntest.CodesOf(t, r.v); !slices.Equal(codes, []int64{2}) {
+		t.Fatalf("the next Recv got %v", codes)
+	}
+	if claims := connector.Dispatched(recv).RingClaims - before.RingClaims; claims != 2 {
+		t.Fatalf("the dispatcher claimed %d of the two frames: the woken waiter claimed its next itself", claims)
+	}
+	conntest.MustPut(t, send, "0", "1", other, conntest.Codes(1, 3))
+	if err := <-otherDone; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A new waiter whose frame was indexed already (swept while nobody waited
 // for it) but whose first sweep met the producer's ring lock is retried
 // until a sweep of every waited key succeeds: a wakeup's sweep in between,
