@@ -381,28 +381,23 @@ func TestWokenWaiterWaitsAgainDuringTheServe(t *testing.T) {
 	otherDone := make(chan error, 1)
 	go func() { _, _, err := recv.Recv(ctx, "0", other); otherDone <- err }()
 	waitSettled(t, recv, 1)
-	type got struct {
-		v   any
-		err error
-	}
-	done := make(chan got, 1)
+	var v any // the next Recv's, read once done has its error
+	done := make(chan error, 1)
 	go func() {
 		_, _, err := recv.Recv(ctx, "0", first)
-		var v any
 		if err == nil {
 			v, _, err = recv.Recv(ctx, "0", next) // at once, as it is woken
 		}
-		done <- got{v, err}
+		done <- err
 	}()
 	waitSettled(t, recv, 2)
 	before := connector.Dispatched(recv)
 	conntest.MustPut(t, send, "0", "1", next, conntest.Codes(1, 2))  // swept with nobody waiting: indexed
 	conntest.MustPut(t, send, "0", "1", first, conntest.Codes(1, 1)) // wakes the leader
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
-	if codes := conntest.CodesOf(t, r.v); !slices.Equal(codes, []int64{2}) {
+	if codes := conntest.CodesOf(t, v); !slices.Equal(codes, []int64{2}) {
 		t.Fatalf("the next Recv got %v", codes)
 	}
 	if claims := connector.Dispatched(recv).RingClaims - before.RingClaims; claims != 2 {
