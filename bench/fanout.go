@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,9 +62,7 @@ func pipedRounds(n, size int) (rounds, window int) {
 }
 
 // fanoutRequest is the request id of waiter i of a reader fanout.
-func fanoutRequest(prefix string, run, i int) string {
-	return prefix + strconv.Itoa(run) + "r" + strconv.Itoa(i)
-}
+func fanoutRequest(prefix string, run, i int) string { return numbered(prefix, run, 'r', i) }
 
 // timeFanout is a fanout cell.
 func timeFanout(r *runner, c *cell) error {

@@ -254,8 +254,18 @@ func (r *runner) request(mode Mode, c *cell) request {
 
 // key names message i of one cell; keys are never reused, so a late claim
 // cannot be confused with a later message.
-func key(prefix string, run, i int) string {
-	return prefix + strconv.Itoa(run) + "_" + strconv.Itoa(i)
+func key(prefix string, run, i int) string { return numbered(prefix, run, '_', i) }
+
+// numbered is prefix, run, sep and i, built in one allocation: the
+// receiver of a fanout builds a key per delivery, and strconv.Itoa of a
+// number past 99 plus the concatenation were two (harness work that a
+// stage naming its own keys need not repeat).
+func numbered(prefix string, run int, sep byte, i int) string {
+	var buf [64]byte
+	b := append(buf[:0], prefix...)
+	b = strconv.AppendInt(b, int64(run), 10)
+	b = append(b, sep)
+	return string(strconv.AppendInt(b, int64(i), 10))
 }
 
 // step reports one more message of c sent.

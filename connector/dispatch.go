@@ -5,6 +5,7 @@ package connector
 import (
 	"context"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,8 +136,7 @@ type dispatcher struct {
 	keys   map[string]*waiter // waiting, by key: the first to arrive (its next the others)
 	count  atomic.Int64       // the waiters in keys (written under mu)
 	edges  map[string]int     // waiting per edge from->to
-	fresh  []waitKey          // registered since the last serve
-	spare  []waitKey          // the fresh that serve handed back, for reuse
+	fresh  []waitKey          // registered since the last serve; its buffer is kept
 	hinted []string           // waited keys whose lock file was closed since
 	// recent: keys not waited when their lock file was closed since the
 	// hint watch started, or whose lock file was listed just after it
@@ -168,6 +168,7 @@ type dispatcher struct {
 	ringEvery, fullEvery, busyEvery time.Duration
 	ringAt, fullAt, busyAt          time.Time // zero: not scheduled; ringAt only without Await
 	reservedNow                     []*waiter
+	taken                           []waitKey       // the fresh the serve under way took (take)
 	edgeBuf                         []string        // unswept's
 	takeEdges, keyBuf, tryBuf       []string        // take's, sweepEdges', freshTries'
 	candBuf                         []string        // segmentCandidates'
@@ -445,9 +446,7 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 	defer d.leaders.Done()
 	// A new leader first serves what came while nobody led (no kick
 	// tells it): the new waiters, its own.
-	d.serving.Store(true)
-	d.schedule(d.serve(false, false))
-	d.serving.Store(false)
+	d.serveYield(false, false)
 	for {
 		if d.handOver(own, ctx) {
 			return
@@ -476,9 +475,7 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 				// wakeup. Serve once more with the sleep announced: what
 				// was put before the announcement is found now, and what
 				// is put after it writes the FIFO.
-				d.serving.Store(true)
-				d.schedule(d.serve(true, false))
-				d.serving.Store(false)
+				d.serveYield(true, false)
 				if d.handOver(own, ctx) {
 					d.c.waiter.EndSleep()
 					return
@@ -486,10 +483,8 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 				break
 			}
 			d.c.waiter.EndSleep()
-			d.serving.Store(true)
 			// As for a wakeup: one written meanwhile is served with it.
-			d.schedule(d.serve(true, false))
-			d.serving.Store(false)
+			d.serveYield(true, false)
 			if d.handOver(own, ctx) {
 				return
 			}
@@ -542,10 +537,21 @@ func (d *dispatcher) lead(own *waiter, ctx context.Context) {
 		if stopped {
 			return
 		}
-		d.serving.Store(true)
-		d.schedule(d.serve(woke, ticked))
-		d.serving.Store(false)
+		d.serveYield(woke, ticked)
 	}
+}
+
+// serveYield serves, then yields the CPU before the serve counts as over:
+// the waiters it delivered to run first, and those that wait again
+// register while a serve is under way, leaving their ring try to it.
+func (d *dispatcher) serveYield(woke, ticked bool) {
+	d.serving.Store(true)
+	claims := d.stats.ringClaims.Load()
+	d.schedule(d.serve(woke, ticked))
+	if d.stats.ringClaims.Load() != claims && d.count.Load() > 0 {
+		runtime.Gosched()
+	}
+	d.serving.Store(false)
 }
 
 // sleep reports that the leader may sleep: no new waiter came since the
@@ -599,7 +605,8 @@ func (d *dispatcher) forgetLocked() {
 	for _, key := range d.hinted {
 		d.rememberLocked(key)
 	}
-	d.fresh, d.hinted = nil, nil
+	clear(d.fresh)
+	d.fresh, d.hinted = d.fresh[:0], nil
 }
 
 // schedule sets when the leader looks again at the latest (zero: only on
@@ -673,7 +680,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		wakes = total - d.wakes.Swap(total)
 	}
 	fresh, hinted, edges := d.take()
-	defer func() { d.giveBack(fresh) }()
+	defer d.untake()
 	if edges == nil {
 		d.ringAt, d.fullAt, d.busyAt = time.Time{}, time.Time{}, time.Time{}
 		return time.Time{}
@@ -702,7 +709,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 		d.c.ring.Refresh()
 		hints := d.syncHints()
 		f, more, e := d.take()
-		fresh, hinted = append(fresh, f...), append(hinted, more...)
+		fresh, hinted = d.taken, append(hinted, more...) // f is the end of d.taken
 		if e != nil {
 			edges = e
 		}
@@ -768,13 +775,21 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 	return next
 }
 
-// take hands serve what arrived since it last looked: the new waiters, the
-// hinted keys, and the waited edges (nil when nothing waits).
+// take hands serve what arrived since it last looked: the new waiters
+// (appended to d.taken, the leader's own, until untake), the hinted keys,
+// and the waited edges (nil when nothing waits). The new waiters are
+// copied out, so both buffers are kept for good: handing d.fresh itself
+// over left it to a serve that took twice or to a leader that left (which
+// dropped it), and the next thousand waiters grew a new one from nothing,
+// in the waiters' own goroutines.
 func (d *dispatcher) take() (fresh []waitKey, hinted []string, edges []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	fresh, hinted = d.fresh, d.hinted
-	d.fresh, d.hinted, d.spare = d.spare, nil, nil
+	n := len(d.taken)
+	d.taken = append(d.taken, d.fresh...)
+	fresh, hinted = d.taken[n:], d.hinted
+	clear(d.fresh)
+	d.fresh, d.hinted = d.fresh[:0], nil
 	if len(d.keys) > 0 {
 		edges = d.takeEdges[:0]
 		for from := range d.edges {
@@ -785,12 +800,10 @@ func (d *dispatcher) take() (fresh []waitKey, hinted []string, edges []string) {
 	return fresh, hinted, edges
 }
 
-// giveBack keeps the fresh serve took, once read, for the next take.
-func (d *dispatcher) giveBack(fresh []waitKey) {
-	clear(fresh)
-	d.mu.Lock()
-	d.spare = fresh[:0]
-	d.mu.Unlock()
+// untake empties d.taken, once serve has read it, for the next serve.
+func (d *dispatcher) untake() {
+	clear(d.taken)
+	d.taken = d.taken[:0]
 }
 
 // sweepEdges sweeps the rings of each waited edge once, looking up the new

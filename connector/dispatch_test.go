@@ -15,6 +15,7 @@ import (
 
 	"omnishm/connector"
 	"omnishm/internal/conntest"
+	"omnishm/internal/race"
 	"omnishm/internal/shmtest"
 	"omnishm/proc"
 	"omnishm/ring"
@@ -361,6 +362,53 @@ func TestRecvDuringAServeLeavesTheClaimToIt(t *testing.T) {
 	}
 }
 
+// A waiter that a serve delivered to and that waits again at once (a stage
+// reading request after request) is served by the dispatcher, its frame
+// claimed with the next serve's others, not by a ring claim of its own:
+// the leader yields before its serve counts as over, so the waiters it
+// woke run and wait while a serve is under way. On one CPU, the leader used
+// to go on to its sleep first, and the waiter's Recv then claimed its frame
+// itself (one ring lock and liveness check per delivery, where a serve
+// takes one for all it claims).
+func TestWokenWaiterWaitsAgainDuringTheServe(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	send, recv := unpolledEdge(t)
+	ctx, cancel := context.WithTimeout(t.Context(), shmtest.Patience)
+	defer cancel()
+	prime, other, first, next := shmtest.Key("prime"), shmtest.Key("other"), shmtest.Key("first"), shmtest.Key("next")
+	conntest.MustPut(t, send, "0", "1", prime, conntest.Codes(1, 0))
+	conntest.MustGet(t, recv, "0", "1", prime, nil) // the ring is attached
+	otherDone := make(chan error, 1)
+	go func() { _, _, err := recv.Recv(ctx, "0", other); otherDone <- err }()
+	waitSettled(t, recv, 1)
+	var v any // the next Recv's, read once done has its error
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := recv.Recv(ctx, "0", first)
+		if err == nil {
+			v, _, err = recv.Recv(ctx, "0", next) // at once, as it is woken
+		}
+		done <- err
+	}()
+	waitSettled(t, recv, 2)
+	before := connector.Dispatched(recv)
+	conntest.MustPut(t, send, "0", "1", next, conntest.Codes(1, 2))  // swept with nobody waiting: indexed
+	conntest.MustPut(t, send, "0", "1", first, conntest.Codes(1, 1)) // wakes the leader
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if codes := conntest.CodesOf(t, v); !slices.Equal(codes, []int64{2}) {
+		t.Fatalf("the next Recv got %v", codes)
+	}
+	if claims := connector.Dispatched(recv).RingClaims - before.RingClaims; claims != 2 {
+		t.Fatalf("the dispatcher claimed %d of the two frames: the woken waiter claimed its next itself", claims)
+	}
+	conntest.MustPut(t, send, "0", "1", other, conntest.Codes(1, 3))
+	if err := <-otherDone; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A new waiter whose frame was indexed already (swept while nobody waited
 // for it) but whose first sweep met the producer's ring lock is retried
 // until a sweep of every waited key succeeds: a wakeup's sweep in between,
@@ -531,5 +579,29 @@ func TestNewWaiterCostsNoTry(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("a waiter ended with %v", err)
 		}
+	}
+}
+
+// The dispatcher keeps the buffer its new waiters' keys go into, across a
+// serve that takes them twice and a leader that leaves: a thousand waiters
+// each time grew a new one from nothing (in the waiters' own goroutines).
+func TestFreshWaitersAllocateNoBuffer(t *testing.T) {
+	if race.Enabled {
+		t.Skip("allocations are not countable under the race detector (sync.Pool drops items)")
+	}
+	sc := shmtest.Scope(t)
+	recv, err := connector.Open(connector.Options{WakeupScope: sc, StageID: "1", PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Close()
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = shmtest.Key("fresh")
+	}
+	cycle := connector.FreshCycle(recv, keys)
+	cycle() // the buffers and the waiters' pool fill up
+	if n := testing.AllocsPerRun(10, cycle); n >= 1 {
+		t.Fatalf("%v allocations per thousand waiters served and gone, want none", n)
 	}
 }

@@ -65,3 +65,35 @@ func BreakAwait(c *SHM) {
 	c.waiter.C()
 	c.waiter.Interrupt()
 }
+
+// FreshCycle returns one round of c's dispatcher's bookkeeping of new
+// waiters, with no leader serving: a waiter registers on each of keys, a
+// serve takes them in two takes (as one that counted more wakeups than
+// frames does), they leave, and the dispatcher, left empty, forgets them.
+// Call it before c's first Recv.
+func FreshCycle(c *SHM, keys []string) func() {
+	d := c.dispatch()
+	d.mu.Lock()
+	d.leading = true // no Recv leads; Close waits for no lead
+	d.mu.Unlock()
+	ws := make([]*waiter, 0, len(keys))
+	return func() {
+		ws = ws[:0]
+		for i, key := range keys {
+			w, _, _ := d.wait("0", key, nil)
+			ws = append(ws, w)
+			if i == len(keys)/2 {
+				d.take()
+			}
+		}
+		d.take()
+		d.untake()
+		for _, w := range ws {
+			d.cancel(w)
+			w.release()
+		}
+		d.mu.Lock()
+		d.forgetLocked()
+		d.mu.Unlock()
+	}
+}

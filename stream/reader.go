@@ -69,9 +69,7 @@ type Reader struct {
 	t        connector.Transport
 	recv     connector.Receiver        // t, when it can block on wakeups
 	msgs     connector.MessageReceiver // t, when it says who published a chunk
-	into     connector.IntoReceiver    // t, when it decodes into supplied memory
 	alloc    frame.Allocator           // NextInto's, during the call
-	batch    connector.BatchReceiver   // t, when it claims runs of chunks; nil with Prefetch < 0
 	from, to string
 	request  string
 	opts     ReaderOptions
@@ -83,7 +81,7 @@ type Reader struct {
 	aheadAt  int
 	keys     []string // the keys of chunks keysAt, keysAt+1, ... (TakeReady's, and the wait's)
 	keysAt   int
-	run      int                                    // the keys TakeReady is asked for next: doubles, up to Prefetch, while each run is all there
+	key0     [1]string                              // keys' first backing: a one-chunk request's reader allocates no slice
 	collect  func(string, connector.Message, error) // TakeReady's deliver, made once
 	room     func() int                             // bounds a run further when set (a Mux's free buffer)
 
@@ -212,19 +210,20 @@ func NewReader(t connector.Transport, from, to, request string, opts ReaderOptio
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{t: t, from: from, to: to, request: request, opts: opts, keys: []string{first}}
+	// One allocation for the Reader, its first key's slice inside it (a
+	// fanout of one-chunk requests makes a reader per chunk). What t can
+	// do beyond Recv it is asked when needed (receiver's helpers), not kept.
+	r := &Reader{t: t, from: from, to: to, request: request, opts: opts}
+	r.key0[0] = first
+	r.keys = r.key0[:]
 	if recv, ok := t.(connector.Receiver); ok {
 		if recv.Stage() != connector.Stage(to) {
 			return nil, fmt.Errorf("stream: reader of edge %s->%s: %w: the transport receives as stage %q", from, to, connector.ErrBadStage, recv.Stage())
 		}
 		r.recv = recv
 		r.msgs, _ = t.(connector.MessageReceiver)
-		r.into, _ = t.(connector.IntoReceiver)
-		if opts.Prefetch >= 0 {
-			r.batch, _ = t.(connector.BatchReceiver)
-		}
 	}
-	if r.opts.Prefetch <= 0 {
+	if r.opts.Prefetch == 0 { // a negative one stays: no runs claimed (batch)
 		r.opts.Prefetch = DefaultPrefetch
 	}
 	if r.opts.ProgressTimeout <= 0 {
@@ -344,7 +343,7 @@ func (r *Reader) NextInto(ctx context.Context, a frame.Allocator) (map[string]an
 	if a == nil {
 		return nil, fmt.Errorf("stream: request %q chunk %d: nil allocator", r.request, r.next)
 	}
-	if r.into == nil {
+	if r.into() == nil {
 		return r.Next(ctx)
 	}
 	r.alloc = a
@@ -360,7 +359,11 @@ func (r *Reader) NextInto(ctx context.Context, a frame.Allocator) (map[string]an
 // not started, makes no pass of its own and builds no keys of chunks that
 // may never come (16 of them were most of such a reader's garbage).
 func (r *Reader) takeAhead() {
-	if r.batch == nil || r.alloc != nil || r.next == 0 {
+	if r.alloc != nil || r.next == 0 {
+		return
+	}
+	batch := r.batch()
+	if batch == nil {
 		return
 	}
 	n := r.opts.Prefetch
@@ -379,7 +382,27 @@ func (r *Reader) takeAhead() {
 	// Its error (a ring found corrupt, a lock that failed) is not the
 	// stream's: Next's own wait meets it again, or the chunk on another
 	// path.
-	r.batch.TakeReady(r.from, r.keys[:n], r.collect)
+	batch.TakeReady(r.from, r.keys[:n], r.collect)
+}
+
+// into is t when it can block on wakeups and decode into supplied memory
+// (NextInto); else nil.
+func (r *Reader) into() connector.IntoReceiver {
+	if r.recv == nil {
+		return nil
+	}
+	into, _ := r.t.(connector.IntoReceiver)
+	return into
+}
+
+// batch is t when it can block on wakeups and claim runs of chunks
+// (takeAhead), and Prefetch allows runs; else nil.
+func (r *Reader) batch() connector.BatchReceiver {
+	if r.recv == nil || r.opts.Prefetch < 0 {
+		return nil
+	}
+	batch, _ := r.t.(connector.BatchReceiver)
+	return batch
 }
 
 // keysFrom makes r.keys the keys of chunks next, next+1, ..., at least n
@@ -522,8 +545,8 @@ func (r *Reader) waitContext(ctx context.Context) context.Context {
 // recvMessage is the transport's Recv, with the chunk's producer where the
 // transport says it.
 func (r *Reader) recvMessage(ctx context.Context, key string) (connector.Message, error) {
-	if r.alloc != nil {
-		return r.into.RecvInto(ctx, r.from, key, r.alloc)
+	if r.alloc != nil { // only NextInto sets it, and only with into
+		return r.into().RecvInto(ctx, r.from, key, r.alloc)
 	}
 	if r.msgs != nil {
 		return r.msgs.RecvMessage(ctx, r.from, key)
@@ -538,7 +561,7 @@ func (r *Reader) get(key string) (connector.Message, bool, error) {
 	var err error
 	switch {
 	case r.alloc != nil:
-		m, ok, err = r.into.GetInto(r.from, r.to, key, nil, r.alloc)
+		m, ok, err = r.into().GetInto(r.from, r.to, key, nil, r.alloc)
 	case r.msgs != nil:
 		m, ok, err = r.msgs.GetMessage(r.from, r.to, key, nil)
 	default:

@@ -19,6 +19,7 @@ import (
 	"omnishm/connector"
 	"omnishm/frame"
 	"omnishm/internal/conntest"
+	"omnishm/internal/race"
 	"omnishm/internal/shmtest"
 	"omnishm/internal/vectortest"
 	"omnishm/jsonform"
@@ -345,6 +346,26 @@ func readAll(ctx context.Context, rd *Reader, r, chunks int) error {
 
 // A Reader that would block in Recv must be on the edge's receiving stage:
 // on any other, Recv would wait on another edge.
+// A reader of a one-chunk request is one allocation beside its first
+// chunk's key: a fanout of one-chunk requests makes one per chunk (the
+// key's slice was a second, and its Reader a size class larger).
+func TestNewReaderAllocatesOnce(t *testing.T) {
+	if race.Enabled {
+		t.Skip("allocations are not countable under the race detector")
+	}
+	_, recv := conntest.Edge(t, ring.DefaultCapacity)
+	n := testing.AllocsPerRun(100, func() {
+		r, err := NewReader(recv, "0", "1", "req-alloc", ReaderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+	})
+	if n > 2 {
+		t.Fatalf("NewReader made %v allocations, want 2 (its first key and the Reader)", n)
+	}
+}
+
 func TestReaderOnAnotherStageIsRefused(t *testing.T) {
 	if _, err := NewReader(newMem(), "1", "2", "r", ReaderOptions{}); !errors.Is(err, connector.ErrBadStage) {
 		t.Fatalf("reader of 1->2 on a stage-1 receiver: %v", err)
