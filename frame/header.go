@@ -100,7 +100,11 @@ func quickSize(h []byte, i int) (int, int, bool) {
 	case c == 0xcd && i+3 <= len(h):
 		return int(binary.BigEndian.Uint16(h[i+1:])), i + 3, true
 	case c == 0xce && i+5 <= len(h):
-		return int(binary.BigEndian.Uint32(h[i+1:])), i + 5, true
+		// Past math.MaxInt (a 32-bit int) it would be negative: left to
+		// readSize, which refuses it, as for any other reader.
+		if v := binary.BigEndian.Uint32(h[i+1:]); uint64(v) <= math.MaxInt {
+			return int(v), i + 5, true
+		}
 	}
 	return 0, i, false
 }
@@ -108,21 +112,23 @@ func quickSize(h []byte, i int) (int, int, bool) {
 // quickBin reads a bin at h[i:] for readHeaderQuick, aliasing h, and the
 // position after it.
 func quickBin(h []byte, i int) ([]byte, int, bool) {
-	var n, at int
+	var n uint64 // not an int: a bin32's length is negative in a 32-bit one
+	var at int
 	switch {
 	case i+2 <= len(h) && h[i] == 0xc4:
-		n, at = int(h[i+1]), i+2
+		n, at = uint64(h[i+1]), i+2
 	case i+3 <= len(h) && h[i] == 0xc5:
-		n, at = int(binary.BigEndian.Uint16(h[i+1:])), i+3
+		n, at = uint64(binary.BigEndian.Uint16(h[i+1:])), i+3
 	case i+5 <= len(h) && h[i] == 0xc6:
-		n, at = int(binary.BigEndian.Uint32(h[i+1:])), i+5
+		n, at = uint64(binary.BigEndian.Uint32(h[i+1:])), i+5
 	default:
 		return nil, i, false
 	}
-	if n > len(h)-at {
+	if n > uint64(len(h)-at) {
 		return nil, i, false
 	}
-	return h[at : at+n : at+n], at + n, true
+	end := at + int(n)
+	return h[at:end:end], end, true
 }
 
 // readHeaderAny is readHeader for any header msgpack allows: value by value
