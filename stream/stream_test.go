@@ -344,8 +344,6 @@ func readAll(ctx context.Context, rd *Reader, r, chunks int) error {
 	}
 }
 
-// A Reader that would block in Recv must be on the edge's receiving stage:
-// on any other, Recv would wait on another edge.
 // A reader of a one-chunk request is one allocation beside its first
 // chunk's key: a fanout of one-chunk requests makes one per chunk (the
 // key's slice was a second, and its Reader a size class larger).
@@ -366,6 +364,8 @@ func TestNewReaderAllocatesOnce(t *testing.T) {
 	}
 }
 
+// A Reader that would block in Recv must be on the edge's receiving stage:
+// on any other, Recv would wait on another edge.
 func TestReaderOnAnotherStageIsRefused(t *testing.T) {
 	if _, err := NewReader(newMem(), "1", "2", "r", ReaderOptions{}); !errors.Is(err, connector.ErrBadStage) {
 		t.Fatalf("reader of 1->2 on a stage-1 receiver: %v", err)
