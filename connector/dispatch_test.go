@@ -366,11 +366,16 @@ func TestRecvDuringAServeLeavesTheClaimToIt(t *testing.T) {
 // reading request after request) is served by the dispatcher, its frame
 // claimed with the next serve's others, not by a ring claim of its own:
 // the leader yields before its serve counts as over, so the waiters it
-// woke run and wait while a serve is under way. On one CPU, the leader used
-// to go on to its sleep first, and the waiter's Recv then claimed its frame
-// itself (one ring lock and liveness check per delivery, where a serve
-// takes one for all it claims).
+// woke run and wait while a serve is under way. The leader used to go on
+// to its sleep first, and the waiter's Recv then claimed its frame itself
+// (one ring lock and liveness check per delivery, where a serve takes one
+// for all it claims). A yield lets the woken waiters run first only most of
+// the time (see serveYield): the test holds the leader at its yield until
+// the woken waiter waits again, so that it checks the serve, not the
+// scheduler.
 func TestWokenWaiterWaitsAgainDuringTheServe(t *testing.T) {
+	// One P: a woken waiter runs where the leader holds, not beside its
+	// serve on another.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	send, recv := unpolledEdge(t)
 	ctx, cancel := context.WithTimeout(t.Context(), shmtest.Patience)
@@ -378,11 +383,21 @@ func TestWokenWaiterWaitsAgainDuringTheServe(t *testing.T) {
 	prime, other, first, next := shmtest.Key("prime"), shmtest.Key("other"), shmtest.Key("first"), shmtest.Key("next")
 	conntest.MustPut(t, send, "0", "1", prime, conntest.Codes(1, 0))
 	conntest.MustGet(t, recv, "0", "1", prime, nil) // the ring is attached
+	var yields atomic.Int32
+	done := make(chan error, 1)
+	connector.OnYield(recv, func() {
+		if yields.Add(1) != 1 {
+			return
+		}
+		// The woken waiter waits again (other's is the first), or is done.
+		for ctx.Err() == nil && recv.Waiting() < 2 && len(done) == 0 {
+			runtime.Gosched()
+		}
+	})
 	otherDone := make(chan error, 1)
 	go func() { _, _, err := recv.Recv(ctx, "0", other); otherDone <- err }()
 	waitSettled(t, recv, 1)
 	var v any // the next Recv's, read once done has its error
-	done := make(chan error, 1)
 	go func() {
 		_, _, err := recv.Recv(ctx, "0", first)
 		if err == nil {
@@ -399,6 +414,9 @@ func TestWokenWaiterWaitsAgainDuringTheServe(t *testing.T) {
 	}
 	if codes := conntest.CodesOf(t, v); !slices.Equal(codes, []int64{2}) {
 		t.Fatalf("the next Recv got %v", codes)
+	}
+	if yields.Load() == 0 {
+		t.Fatal("the leader did not yield after a serve that delivered while another waiter waited")
 	}
 	if claims := connector.Dispatched(recv).RingClaims - before.RingClaims; claims != 2 {
 		t.Fatalf("the dispatcher claimed %d of the two frames: the woken waiter claimed its next itself", claims)

@@ -41,6 +41,10 @@ func OnRecheck(c *SHM, f func(i int)) { c.dispatch().recheck = f }
 // before c's first Recv.
 func OnServe(c *SHM, f func()) { c.dispatch().onServe = f }
 
+// OnYield has c's dispatcher run f where its leader yields after a serve
+// that delivered while others wait, before the yield.
+func OnYield(c *SHM, f func()) { c.dispatch().onYield = f }
+
 // RecheckLimit is how many rechecks the leader serves before a sleep.
 const RecheckLimit = recheckLimit
 
