@@ -917,6 +917,9 @@ func (d *dispatcher) sweep(from string, keys []string) (frames int, busy bool) {
 	deliver := func(key string, got ring.Taken, err error) {
 		w := reserved[next] // deliveries come in want's order
 		next++
+		// Counted before its waiter has it, not after Sweep returns: one
+		// who reads the count once its Recv returned sees this claim.
+		d.stats.ringClaims.Add(1)
 		if err != nil {
 			d.finish(w, result{err: keyError("recv", key, err)})
 			return
@@ -935,7 +938,6 @@ func (d *dispatcher) sweep(from string, keys []string) (frames int, busy bool) {
 	clear(reserved)
 	d.reservedNow = reserved[:0]
 	d.stats.ringScans.Add(int64(st.Scans))
-	d.stats.ringClaims.Add(int64(st.Claims))
 	if err != nil {
 		// A corrupt ring is dropped by the ring package; its waiters wait
 		// on. Nothing to return it to: Recv's own Get would report it.

@@ -326,6 +326,14 @@ func TestRecvDuringAServeLeavesTheClaimToIt(t *testing.T) {
 	go func() { _, _, err := recv.Recv(ctx, "0", other); otherDone <- err }()
 	waitSettled(t, recv, 1)
 
+	// The frame is there, indexed, before the serve the late Recv comes
+	// in: a serve that began before its put (a wakeup of an earlier one)
+	// would have had nothing to claim.
+	scans := connector.Dispatched(recv).RingScans
+	conntest.MustPut(t, send, "0", "1", late, conntest.Codes(1, 7)) // swept with nobody waiting: indexed
+	shmtest.Eventually(t, shmtest.Patience, "the late frame swept", func() bool {
+		return connector.Dispatched(recv).RingScans > scans && connector.DispatchSettled(recv)
+	})
 	before := connector.Dispatched(recv)
 	lateDone := make(chan got, 1)
 	comeLate := func() {
@@ -336,14 +344,14 @@ func TestRecvDuringAServeLeavesTheClaimToIt(t *testing.T) {
 		}
 	}
 	during.Store(&comeLate)
-	conntest.MustPut(t, send, "0", "1", late, conntest.Codes(1, 7)) // wakes the leader
+	conntest.MustPut(t, send, "0", "1", shmtest.Key("wake"), conntest.Codes(1, 6)) // wakes the leader
 	check("the late Recv", <-lateDone, 7)
 	if after := connector.Dispatched(recv); after.RingClaims-before.RingClaims != 1 {
 		t.Fatalf("the serve under way claimed %d frames: the Recv that came during it claimed its own", after.RingClaims-before.RingClaims)
 	}
 
 	there, poke := shmtest.Key("there"), shmtest.Key("poke")
-	scans := connector.Dispatched(recv).RingScans
+	scans = connector.Dispatched(recv).RingScans
 	conntest.MustPut(t, send, "0", "1", there, conntest.Codes(1, 8)) // swept with nobody waiting: indexed
 	shmtest.Eventually(t, shmtest.Patience, "the frame swept", func() bool {
 		return connector.Dispatched(recv).RingScans > scans && connector.DispatchSettled(recv)
