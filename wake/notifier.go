@@ -232,7 +232,7 @@ func (n *Notifier) startTimer() {
 // tick is the timer's: it sets due again and ticks on syncEvery later, off
 // the put path, while checks clear due; a tick that finds due still set
 // lets the timer lapse. A burst of puts thus costs one timer callback per
-// syncEvery, and a Notifier that stopped notifying nothing after a tick.
+// syncEvery, and a Notifier that stopped notifying two more at most.
 func (n *Notifier) tick() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
