@@ -30,8 +30,9 @@ import (
 // loaded 2-core VM (the netpoller waits for an idle P or sysmon's poll). So
 // Notify checks the queue itself, with one non-blocking read, when the
 // stage has no open FIFO: a stage without receivers is where a new one
-// matters. It does so at most once per syncEvery, so a burst of puts to a
-// stage nobody receives from costs no system call per put (the pair
+// matters. It does so once per tick of a timer of period syncEvery at
+// most, so a burst of puts to a stage nobody receives from costs no system
+// call per put (the pair
 // benchmark is one); a put that comes syncEvery or more after the last
 // check always makes one. A receiver that appears during a burst is thus
 // woken by the first put syncEvery after the last check at the latest; if
@@ -56,11 +57,17 @@ type Notifier struct {
 	scans  int // directory scans, for tests
 
 	// due: a stage without a FIFO may check the queue (see checkDue).
-	// A check clears it and rearm has a timer set it again syncEvery
-	// later, so a put reads no clock.
-	due   atomic.Bool
-	timer *time.Timer
-	rearm func() // n.startTimer; tests replace it
+	// A check clears it and the timer's next tick sets it again, so a put
+	// reads no clock. The timer re-arms itself at each tick that finds
+	// due cleared, so a burst of puts resets no timer on the put path: a
+	// Reset there woke the runtime's network poller, a system call on the
+	// put path and a context switch on another CPU, every syncEvery. A
+	// tick that finds due still set (no check since the last) lets the
+	// timer lapse, and the next check starts it again (rearm).
+	due     atomic.Bool
+	timer   *time.Timer
+	ticking bool   // the timer will tick; under mu
+	rearm   func() // n.startTimer; tests replace it
 
 	// fence is written by every Notify, a full barrier between the put's
 	// publication and the reads of receivers' sleepers counts (see
@@ -198,25 +205,44 @@ func (n *Notifier) noteQuiet(to string, t *targets) {
 }
 
 // checkDue reports whether a stage without a FIFO should check the queue
-// now: no check in the last syncEvery. n.mu is held.
+// now: the timer ticked since the last check, so none was made in the last
+// syncEvery (two may be closer: a check just before a tick, and one just
+// after). It starts the timer if it lapsed. n.mu is held.
 func (n *Notifier) checkDue() bool {
 	if !n.due.Load() {
 		return false
 	}
 	n.due.Store(false)
-	n.rearm()
+	if !n.ticking {
+		n.ticking = true
+		n.rearm()
+	}
 	return true
 }
 
-// startTimer sets due again syncEvery from now. A burst of puts costs one
-// timer per syncEvery; a Notifier that stopped notifying costs nothing.
-// n.mu is held.
+// startTimer has the timer tick syncEvery from now. n.mu is held.
 func (n *Notifier) startTimer() {
 	if n.timer == nil {
-		n.timer = time.AfterFunc(syncEvery, func() { n.due.Store(true) })
+		n.timer = time.AfterFunc(syncEvery, n.tick)
 		return
 	}
 	n.timer.Reset(syncEvery)
+}
+
+// tick is the timer's: it sets due again and ticks on syncEvery later, off
+// the put path, while checks clear due; a tick that finds due still set
+// lets the timer lapse. A burst of puts thus costs one timer callback per
+// syncEvery, and a Notifier that stopped notifying two more at most.
+func (n *Notifier) tick() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || n.due.Swap(true) {
+		n.ticking = false
+		return
+	}
+	if n.timer != nil { // nil when a test ticks by hand
+		n.timer.Reset(syncEvery)
+	}
 }
 
 // write writes a wakeup to every FIFO of t (with skipAwake, to those whose

@@ -105,6 +105,38 @@ func TestNotifyEmptyStageChecksBounded(t *testing.T) {
 	}
 }
 
+// A burst of notifies to a stage without a FIFO starts the check timer
+// once: the timer re-arms itself at each tick after a check, so no check
+// resets it on the put path (where a Reset woke the runtime's network
+// poller, a system call). A tick with no check since the last lets it
+// lapse; the next check starts it again.
+func TestNotifyBurstStartsTheTimerOnce(t *testing.T) {
+	dir := wakeDir(t)
+	openReceiver(t, dir, "2")
+	n, w := watchedNotifier(t, dir)
+	starts := 0
+	n.rearm = func() { starts++ } // no real timer: the test ticks
+	n.Notify("1")                 // the first checks and starts it
+	before := costOf(n, w)
+	const ticks = 10
+	for range ticks {
+		n.tick()
+		n.Notify("1")
+		n.Notify("1") // within the tick: no check
+	}
+	want := before
+	want.checks += ticks
+	if got := costOf(n, w); got != want || starts != 1 {
+		t.Fatalf("%d ticks of notifies cost %+v and %d timer starts, want %+v and 1", ticks, got, starts, want)
+	}
+	n.tick() // due
+	n.tick() // no check since: lapses
+	n.Notify("1")
+	if starts != 2 {
+		t.Fatalf("a check after the timer lapsed: %d timer starts, want 2", starts)
+	}
+}
+
 // A stage without a FIFO is quiet: notifies to it return without the
 // Notifier's lock while no check is due and the directory is unchanged. A
 // receiver created meanwhile ends that once the reader goroutine took its

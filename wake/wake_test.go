@@ -129,7 +129,7 @@ func openReceiver(t testing.TB, dir, stage string) *Receiver {
 func newNotifier(t testing.TB, dir string) *Notifier {
 	n := NewNotifier(dir)
 	t.Cleanup(func() { n.Close() })
-	n.rearm = func() { n.due.Store(true) }
+	n.rearm = func() { n.ticking = false; n.due.Store(true) } // ticked and lapsed
 	return n
 }
 

@@ -55,7 +55,10 @@ func corrupt(format string, args ...any) error {
 // Go types it yields. The result never aliases b, unless Owned is set.
 func (d *Decoder) Decode(b []byte) (any, error) {
 	s := decodeState{Decoder: *d, b: b}
-	v, err := s.value()
+	v, ok, err := s.oneExtEntry()
+	if !ok && err == nil {
+		v, err = s.value()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +66,41 @@ func (d *Decoder) Decode(b []byte) (any, error) {
 		return nil, corrupt("%d trailing bytes", len(b)-s.pos)
 	}
 	return v, nil
+}
+
+// oneExtEntry reads a value that is a map of one fixstr key, not a leaf
+// marker, to an extension: the tree of a tensor frame of one tensor
+// ({"data": reference}), which a stage sends message after message. It
+// reads it without the general walk (a dispatch, a container check and a
+// loop per level: as much as the rest of the tree's decoding), and its
+// result is value()'s for those bytes. ok is false, with nothing
+// consumed, for any other value.
+func (s *decodeState) oneExtEntry() (_ any, ok bool, _ error) {
+	b := s.b[s.pos:]
+	if s.Ordered || len(b) < 3 || b[0] != fixMap|1 || b[1] < fixStr || b[1] >= codeNil {
+		return nil, false, nil
+	}
+	at := 2 + int(b[1]&0x1f) // the value's first byte
+	if at >= len(b) {
+		return nil, false, nil
+	}
+	c := b[at]
+	if c != codeExt8 && c != codeExt16 && c != codeExt32 && (c < codeFixExt1 || c > codeFixE16) {
+		return nil, false, nil
+	}
+	start := s.pos
+	s.pos++
+	k, isString := s.stringKey()
+	if !isString || maybeMarker(k) {
+		s.pos = start
+		return nil, false, nil
+	}
+	s.pos++
+	v, err := s.ext(c)
+	if err != nil {
+		return nil, true, err
+	}
+	return map[string]any{k: v}, true, nil
 }
 
 func (s *decodeState) take(n int) ([]byte, error) {

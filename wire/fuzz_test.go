@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"omnishm/internal/vectortest"
@@ -16,9 +17,18 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add([]byte{0xdd, 0xff, 0xff, 0xff, 0xff})
 	unmarshal := func(b []byte) (any, error) {
 		wire.NewReader(b).Skip()
-		return wire.Unmarshal(b)
+		v, err := wire.Unmarshal(b)
+		if _, werr := wire.DecodeWalk(&wire.Decoder{}, b); err != nil && werr == nil {
+			panic(fmt.Sprintf("Unmarshal refuses what the general walk decodes: %v", err))
+		}
+		return v, err
 	}
 	vectortest.FuzzDecoder(f, vectortest.Msgpack, unmarshal, func(t *testing.T, b []byte, v any) {
+		if w, err := wire.DecodeWalk(&wire.Decoder{}, b); err != nil {
+			t.Fatalf("the general walk refuses what Unmarshal decodes: %v", err)
+		} else if err := vectortest.SameValue(w, v); err != nil {
+			t.Fatalf("Unmarshal and the general walk differ: %v", err)
+		}
 		if r := wire.NewReader(b); r.Skip() != nil || r.Len() != 0 {
 			t.Fatalf("Skip of a value Unmarshal decodes stops %d bytes short", r.Len())
 		}

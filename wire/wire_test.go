@@ -167,6 +167,59 @@ func TestOneEntryMaps(t *testing.T) {
 	}
 }
 
+// extHook decodes ext 42 with one byte of data as the tensor that byte
+// indexes, as a frame's references do; other extensions are literals.
+type extHook []*tensor.Tensor
+
+func (h extHook) DecodeExt(e wire.Ext) (any, bool, error) {
+	if e.Code != 42 || len(e.Data) != 1 {
+		return nil, false, nil
+	}
+	if int(e.Data[0]) >= len(h) {
+		return nil, false, errors.New("no such tensor")
+	}
+	return h[e.Data[0]], true, nil
+}
+
+// A one-entry map to an extension (a one-tensor frame's tree) is read
+// without the general walk; what it yields, or refuses, is the walk's.
+func TestOneExtEntryAgrees(t *testing.T) {
+	hook := extHook{{DType: tensor.Float32, Shape: []int{0}, Data: []byte{}}}
+	cases := []string{
+		"81 a4 64617461 d4 2a 00",                   // {"data": ref 0}
+		"81 a4 64617461 d4 2a 01",                   // a reference the hook refuses
+		"81 a4 64617461 d4 07 00",                   // another code: a literal
+		"81 a0 d5 2a 0001",                          // "" and a fixext 2
+		"81 a1 61 c7 01 2a 00",                      // ext8
+		"81 a1 61 c8 0001 2a 00",                    // ext16
+		"81 a1 61 c9 00000001 2a 00",                // ext32
+		"81 a1 61 d8 2a" + strings.Repeat("00", 16), // fixext 16
+		"81 aa 5f5f74656e736f725f5f d4 2a 00",       // a marker key
+		"81 a2 ff fe d4 2a 00",                      // a key that is not UTF-8
+		"81 a1 61 c7 05 2a 00",                      // truncated
+		"81 a1 61 d4",                               // no ext code
+		"81 a1 61 d4 2a 00 00",                      // a trailing byte
+		"81 a1 61 01",                               // not an extension
+		"82 a1 61 d4 2a 00 a1 62 d4 2a 00",          // two entries
+		"81 d9 01 61 d4 2a 00",                      // a str8 key
+		"81 a5 6162",                                // a key past the end
+	}
+	for _, c := range cases {
+		b := mustHex(c)
+		for _, d := range []wire.Decoder{{}, {Ext: hook}, {Ext: hook, Ordered: true}} {
+			got, err := d.Decode(b)
+			want, werr := wire.DecodeWalk(&d, b)
+			if (err == nil) != (werr == nil) || err != nil && !errors.Is(err, wire.ErrCorrupt) && err.Error() != werr.Error() {
+				t.Errorf("%s (hook %v, ordered %v): error %v, the walk's %v", c, d.Ext != nil, d.Ordered, err, werr)
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s (hook %v, ordered %v): %#v, the walk's %#v", c, d.Ext != nil, d.Ordered, got, want)
+			}
+		}
+	}
+}
+
 func TestMarshalUnsupported(t *testing.T) {
 	cyclic := []any{nil}
 	cyclic[0] = cyclic
