@@ -147,13 +147,7 @@ func ringFile(t testing.TB, d descriptor.RingHandle) ([]byte, Header, []FrameInf
 // does: no panic, and reading only the header and the used bytes (readUsed)
 // gives what Parse gives of the whole file.
 func FuzzInspect(f *testing.F) {
-	file, err := os.ReadFile(filepath.Join(vectors, "ring-4096.bin"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(file)
-	f.Add(newMemRing(64).file)
-	f.Add([]byte("OMSHMR01"))
+	seedRingFiles(f)
 	f.Add([]byte{})
 	path := filepath.Join(f.TempDir(), "ring")
 	f.Fuzz(func(t *testing.T, b []byte) {
