@@ -34,3 +34,32 @@ func TestParse(t *testing.T) {
 		t.Errorf("From(decoded map) = %v, %v", d, err)
 	}
 }
+
+// FuzzParse feeds Parse the JSON a peer or a caller passes back: no panic,
+// every refusal wraps ErrBad, and what it accepts is valid and reads back
+// from its own String unchanged.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{`{"shm": {"name": "k", "size": 3}, "size": 3}`,
+		`{"host_ring": {"name": "r", "position": 64, "size": 5}, "size": 5}`,
+		`{"k": {"shm": {"name": "k", "size": 1}, "size": 1}}`,
+		`{"nats": {"bucket": "b", "key": "k", "revision": 2, "size": 1, "object": "o"}, "size": 1}`,
+		`{"shm": null, "size": 1e400}`} {
+		f.Add([]byte(s), "k")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, key string) {
+		d, err := Parse(data, key)
+		if err != nil {
+			if !errors.Is(err, ErrBad) {
+				t.Fatalf("Parse(%q) error %v does not wrap ErrBad", data, err)
+			}
+			return
+		}
+		if err := d.Validate(); err != nil {
+			t.Fatalf("Parse(%q) accepted an invalid descriptor: %v", data, err)
+		}
+		again, err := Parse([]byte(d.String()), key)
+		if err != nil || again.String() != d.String() {
+			t.Fatalf("Parse(%q).String() = %s reads back as %v, %v", data, d, again, err)
+		}
+	})
+}

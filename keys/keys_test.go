@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestCheck(t *testing.T) {
@@ -90,4 +91,31 @@ func TestInPrefix(t *testing.T) {
 			t.Errorf("InPrefix(%q, %q) = %v, want %v", c.prefix, c.key, got, c.want)
 		}
 	}
+}
+
+// FuzzCheck feeds Check arbitrary keys, as a peer's ring frame or segment
+// name carries them: no panic, every refusal wraps ErrBadKey, and the
+// verdict is the one SPEC §1's rules give spelled out one by one (so plain's
+// word-at-a-time shortcut agrees with them).
+func FuzzCheck(f *testing.F) {
+	for _, k := range []string{"req-1_0_0", "..", ".", "a/b", "a\x00b", "\xff", "ключ", strings.Repeat("k", 237), strings.Repeat("k", 238)} {
+		f.Add(k, "req_")
+	}
+	f.Fuzz(func(t *testing.T, key, prefix string) {
+		err := Check(key)
+		want := key != "" && key != "." && key != ".." && !strings.ContainsAny(key, "/\x00") &&
+			utf8.ValidString(key) && len(key)+lockOverhead <= NameMax
+		if (err == nil) != want {
+			t.Fatalf("Check(%q) = %v, want ok %v", key, err, want)
+		}
+		if err != nil && !errors.Is(err, ErrBadKey) {
+			t.Fatalf("Check(%q) error %v does not wrap ErrBadKey", key, err)
+		}
+		if s := Shorten(key); len(s) > 64 {
+			t.Fatalf("Shorten(%q) is %d bytes", key, len(s))
+		}
+		if InPrefix(prefix, key) && !strings.HasPrefix(key, prefix) {
+			t.Fatalf("InPrefix(%q, %q)", prefix, key)
+		}
+	})
 }

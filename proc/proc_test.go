@@ -1,6 +1,9 @@
 package proc
 
 import (
+	"bytes"
+	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -50,4 +53,23 @@ func TestJudge(t *testing.T) {
 	if Unknown.String() != "unknown" || Liveness(0) != Unknown {
 		t.Error("the zero Liveness must be Unknown")
 	}
+}
+
+// FuzzParseStartTime feeds ParseStartTime arbitrary stat lines (a process
+// names itself, so the command field may hold anything): no panic, and an
+// accepted line's start time is its 20th field after the last ')'.
+func FuzzParseStartTime(f *testing.F) {
+	f.Add([]byte("12 (sleep) S 1 12 12 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 0 0"))
+	f.Add([]byte("12 (a) b) (c) S 1 12 12 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 4242 0"))
+	f.Add([]byte(")"))
+	f.Fuzz(func(t *testing.T, stat []byte) {
+		v, err := ParseStartTime(stat)
+		if err != nil {
+			return
+		}
+		fields := bytes.Fields(stat[bytes.LastIndexByte(stat, ')')+1:])
+		if len(fields) < 20 || strings.TrimLeft(string(fields[19]), "0") != strings.TrimLeft(strconv.FormatUint(v, 10), "0") {
+			t.Fatalf("ParseStartTime(%q) = %d", stat, v)
+		}
+	})
 }

@@ -9,6 +9,8 @@ import (
 	"omnishm/proc"
 	"omnishm/scope"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -139,4 +141,35 @@ func ringFile(t testing.TB, d descriptor.RingHandle) ([]byte, Header, []FrameInf
 		t.Fatal(err)
 	}
 	return file, h, frames
+}
+
+// FuzzInspect plants arbitrary bytes as a file and inspects it as a tool
+// does: no panic, and reading only the header and the used bytes (readUsed)
+// gives what Parse gives of the whole file.
+func FuzzInspect(f *testing.F) {
+	seedRingFiles(f)
+	f.Add([]byte{})
+	path := filepath.Join(f.TempDir(), "ring")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		info, err := Inspect(path)
+		if info.Busy {
+			t.Fatal("busy: nobody holds the lock")
+		}
+		h, frames, perr := Parse(b)
+		if _, herr := ReadHeader(b[:min(len(b), HeaderSize)]); herr != nil {
+			if err == nil || errors.Is(herr, ErrNotInitialized) != errors.Is(err, ErrNotInitialized) {
+				t.Fatalf("header refused (%v), Inspect: %v", herr, err)
+			}
+			return
+		}
+		if (err == nil) != (perr == nil) || err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Inspect: %v, Parse: %v", err, perr)
+		}
+		if err == nil && (info.Header != h || !slices.Equal(info.Frames, frames)) {
+			t.Fatalf("Inspect read %+v %+v, Parse %+v %+v", info.Header, info.Frames, h, frames)
+		}
+	})
 }

@@ -317,14 +317,17 @@ func TestParseRejectsCorruptHeaders(t *testing.T) {
 	}
 }
 
-func FuzzParse(f *testing.F) {
-	file, err := os.ReadFile(filepath.Join(vectors, "ring-4096.bin"))
-	if err != nil {
-		f.Fatal(err)
-	}
+// seedRingFiles seeds a fuzz target of whole ring files: the Python-made
+// vector, an empty Go ring and a bare magic.
+func seedRingFiles(f *testing.F) {
+	file, _ := loadRingVector(f)
 	f.Add(file)
 	f.Add(newMemRing(64).file)
 	f.Add([]byte("OMSHMR01"))
+}
+
+func FuzzParse(f *testing.F) {
+	seedRingFiles(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, frames, err := Parse(b)
 		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNotInitialized) {

@@ -145,3 +145,46 @@ func TestUUID4Hex(t *testing.T) {
 		t.Fatal("two uuids are equal")
 	}
 }
+
+// FuzzParseNames feeds the parsers of /dev/shm entry names arbitrary names,
+// as a hostile or corrupt directory holds them: no panic, and a name a
+// parser accepts is made of the parts it returns, as its builder makes it.
+func FuzzParseNames(f *testing.F) {
+	const uid = 1000
+	n := ForUID(uid, "x", 1)
+	id := "0123456789abcdef0123456789abcdef"
+	for _, s := range []string{n.RingName("3", "4", 77, id), FIFOName("12", id), SleepersName(FIFOName("1", id)),
+		TempFIFOName(id), LockName("req_1"), n.RingDirName, "omni_shm_wake_1000_ab", n.RingDirName + "_0_1_99999999999999999999_ab", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if rf, ok := ParseRingName(uid, name); ok {
+			// The pid's text may have leading zeros, which no producer writes.
+			edge := (Names{RingDirName: rf.Dir}).EdgePrefix(rf.From, rf.To)
+			if !ValidRingName(uid, name) || !IsRingDirName(uid, rf.Dir) || rf.PID <= 0 ||
+				!strings.HasPrefix(name, edge) || !strings.HasSuffix(name, "_"+rf.ID) || len(name) <= len(edge)+len(rf.ID)+1 {
+				t.Fatalf("ParseRingName(%q) = %+v, which names another file", name, rf)
+			}
+		}
+		if IsRingDirName(uid, name) && !ValidRingName(uid, name) {
+			t.Fatalf("ring directory %q is not a valid ring name", name)
+		}
+		if d, ok := RingDirOfWakeDir(uid, name); ok && !IsRingDirName(uid, d) {
+			t.Fatalf("RingDirOfWakeDir(%q) = %q, not a ring directory", name, d)
+		}
+		if stage, ok := FIFOStage(name); ok {
+			if !IsNumeric(stage) || !IsStageFIFO(name, stage) {
+				t.Fatalf("FIFOStage(%q) = %q", name, stage)
+			}
+			if tmp, ok := TempFIFOOf(name); !ok || !IsTempFIFO(tmp) {
+				t.Fatalf("TempFIFOOf(%q) = %q, %v", name, tmp, ok)
+			}
+		}
+		if fifo, ok := SleepersFIFO(name); ok && SleepersName(fifo) != name {
+			t.Fatalf("SleepersFIFO(%q) = %q", name, fifo)
+		}
+		if key, ok := LockKey(name); ok && LockName(key) != name {
+			t.Fatalf("LockKey(%q) = %q", name, key)
+		}
+	})
+}
