@@ -298,7 +298,32 @@ func (r *Reader) Next(ctx context.Context) (map[string]any, error) {
 	key := r.key()
 	backoff := minBackoff
 	for {
-		m, ok, err := r.wait(ctx, key, &backoff)
+		var m connector.Message
+		var ok bool
+		var err error
+		if r.recv == nil {
+			m, ok, err = r.poll(ctx, key, &backoff)
+		} else if err = ctx.Err(); err == nil {
+			// Recv is called from this frame, not a helper's: a reader
+			// parked in it is a stack every collection scans frame by
+			// frame (about 0.4 µs a frame), and a stage parks one per
+			// open request.
+			sub, stops := r.waitContext(ctx)
+			switch {
+			case r.alloc != nil: // only NextInto sets it, and only with into
+				m, err = r.into().RecvInto(sub, r.from, key, r.alloc)
+			case r.msgs != nil:
+				m, err = r.msgs.RecvMessage(sub, r.from, key)
+			default:
+				m.Payload, m.Size, err = r.recv.Recv(sub, r.from, key)
+			}
+			for _, stop := range stops {
+				if stop != nil {
+					stop()
+				}
+			}
+			ok, err = r.received(ctx, err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -464,32 +489,27 @@ func (r *Reader) follow(id proc.ID) {
 // wait).
 func (r *Reader) watched() [2]*exitWatch { return [2]*exitWatch{r.sender, r.producer} }
 
-// wait tries to claim key until the progress deadline, less if a watched
-// producer exits meanwhile (or, without pidfds, up to one CheckInterval).
-func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (connector.Message, bool, error) {
+// received sorts out what Recv returned in Next's wait: a chunk (ok), the
+// end of the wait context only (neither: look at the deadline and the
+// watches, and wait again), or an error.
+func (r *Reader) received(ctx context.Context, err error) (ok bool, _ error) {
+	switch {
+	case err == nil:
+		return true, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return false, nil
+	}
+	return false, r.wrap(err)
+}
+
+// poll tries to claim key once on a transport that cannot block, then
+// sleeps for the backoff, less if a watched producer exits meanwhile or
+// the progress deadline comes.
+func (r *Reader) poll(ctx context.Context, key string, backoff *time.Duration) (connector.Message, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return connector.Message{}, false, err
-	}
-	if r.recv != nil {
-		sub := r.waitContext(ctx)
-		for _, w := range r.watched() {
-			if w != nil && w.exited == nil {
-				// No pidfd to wait on: look at its start time now and then.
-				var stop context.CancelFunc
-				sub, stop = context.WithTimeout(sub, r.opts.CheckInterval)
-				defer stop()
-			}
-		}
-		m, err := r.recvMessage(sub, key)
-		switch {
-		case err == nil:
-			return m, true, nil
-		case ctx.Err() != nil:
-			return connector.Message{}, false, ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-			return connector.Message{}, false, nil
-		}
-		return connector.Message{}, false, r.wrap(err)
 	}
 	m, ok, err := r.get(key)
 	if err != nil || ok {
@@ -515,12 +535,27 @@ func (r *Reader) wait(ctx context.Context, key string, backoff *time.Duration) (
 	return connector.Message{}, false, nil
 }
 
-// waitContext returns the context of a wait in Recv (waitScope): the one
+// waitContext returns the context of a wait in Recv: it ends at the
+// progress deadline, when a watched producer exits, or (a watch without a
+// pidfd) after a CheckInterval, to look at its start time; stops are to be
+// called once the wait is over.
+func (r *Reader) waitContext(ctx context.Context) (sub context.Context, stops [2]context.CancelFunc) {
+	sub = r.scope(ctx)
+	for i, w := range r.watched() {
+		if w != nil && w.exited == nil {
+			// No pidfd to wait on: look at its start time now and then.
+			sub, stops[i] = context.WithTimeout(sub, r.opts.CheckInterval)
+		}
+	}
+	return sub, stops
+}
+
+// scope returns the context waits in Recv share (waitScope): the one
 // kept, while its ctx and watches are this wait's and it has not ended,
 // else a new one. A kept one may end before the current deadline, as it
 // was set from an older one: Next then finds the deadline ahead
 // (senderGone) and waits again, in a new one.
-func (r *Reader) waitContext(ctx context.Context) context.Context {
+func (r *Reader) scope(ctx context.Context) context.Context {
 	w := &r.waiting
 	watched := r.watched()
 	if w.ctx != nil && w.parent != nil && w.parent == ctx && w.watched == watched && w.ctx.Err() == nil {
@@ -540,19 +575,6 @@ func (r *Reader) waitContext(ctx context.Context) context.Context {
 	}
 	w.ctx = w.shared.ctx
 	return w.ctx
-}
-
-// recvMessage is the transport's Recv, with the chunk's producer where the
-// transport says it.
-func (r *Reader) recvMessage(ctx context.Context, key string) (connector.Message, error) {
-	if r.alloc != nil { // only NextInto sets it, and only with into
-		return r.into().RecvInto(ctx, r.from, key, r.alloc)
-	}
-	if r.msgs != nil {
-		return r.msgs.RecvMessage(ctx, r.from, key)
-	}
-	payload, size, err := r.recv.Recv(ctx, r.from, key)
-	return connector.Message{Payload: payload, Size: size}, err
 }
 
 func (r *Reader) get(key string) (connector.Message, bool, error) {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -364,6 +366,42 @@ func TestNewReaderAllocatesOnce(t *testing.T) {
 	}
 }
 
+// A reader waiting in Next is parked in its transport's RecvMessage called
+// from Next itself, with no helper of the Reader's in between: every
+// collection scans each parked goroutine's stack frame by frame, and a
+// stage parks a reader per open request (BenchmarkParkedReadersGC).
+func TestParkedReaderStackIsShallow(t *testing.T) {
+	_, recv := conntest.Edge(t, ring.DefaultCapacity)
+	rd := mustReader(t, recv, shmtest.Key("parked"), ReaderOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := rd.Next(ctx)
+		done <- err
+	}()
+	shmtest.Eventually(t, wait, "the reader to wait", func() bool { return recv.Waiting() == 1 })
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next: %v, want context.Canceled", err)
+	}
+	for _, g := range strings.Split(stacks, "\n\n") {
+		// Innermost first: each frame is a function line and a file line.
+		lines := strings.Split(g, "\n")
+		for i, l := range lines {
+			if !strings.HasPrefix(l, "omnishm/stream.(*Reader).Next(") {
+				continue
+			}
+			if i < 3 || !strings.HasPrefix(lines[i-2], "omnishm/connector.(*SHM).RecvMessage(") {
+				t.Fatalf("a parked reader's Next calls RecvMessage through other frames:\n%s", g)
+			}
+			return
+		}
+	}
+	t.Fatalf("no goroutine in Reader.Next:\n%s", stacks)
+}
+
 // A Reader that would block in Recv must be on the edge's receiving stage:
 // on any other, Recv would wait on another edge.
 func TestReaderOnAnotherStageIsRefused(t *testing.T) {
@@ -488,7 +526,7 @@ func TestReadersShareAWaitContext(t *testing.T) {
 	for i := range rds {
 		rds[i] = mustReader(t, m, "s"+strconv.Itoa(i), ReaderOptions{ProgressTimeout: time.Hour})
 		rds[i].deadline = time.Now().Add(time.Hour)
-		rds[i].waitContext(ctx)
+		rds[i].scope(ctx)
 	}
 	slot := int64(time.Hour / waitSlots)
 	end := func(rd *Reader) int64 { return (rd.deadline.UnixNano() + slot - 1) / slot }
@@ -760,6 +798,38 @@ func BenchmarkIdleReaders(b *testing.B) {
 	}
 }
 
+// BenchmarkParkedReadersGC is the CPU a garbage collection spends (all of
+// its workers) with 1000 stream readers parked in Next on one connector:
+// it scans every parked goroutine's stack, frame by frame, each cycle.
+func BenchmarkParkedReadersGC(b *testing.B) {
+	const n = 1000
+	_, recv := conntest.Edge(b, ring.DefaultCapacity)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range n {
+		rd, err := NewReader(recv, "0", "1", shmtest.Key("parked"), ReaderOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() {
+			defer rd.Close()
+			rd.Next(ctx)
+		})
+	}
+	shmtest.Eventually(b, wait, "the readers to wait", func() bool { return recv.Waiting() == n })
+	gcCPU := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	runtime.GC()
+	metrics.Read(gcCPU)
+	c0 := gcCPU[0].Value.Float64()
+	for b.Loop() {
+		runtime.GC()
+	}
+	metrics.Read(gcCPU)
+	b.ReportMetric((gcCPU[0].Value.Float64()-c0)/float64(b.N)*1e6, "gc-cpu-µs/cycle")
+	cancel()
+	wg.Wait()
+}
+
 // funcCtx is a context of a comparable type whose value is not: its ==
 // panics (a func in an interface field).
 type funcCtx struct {
@@ -775,7 +845,7 @@ func TestReaderIncomparableContext(t *testing.T) {
 	ctx := funcCtx{context.Background(), func() {}}
 	rd.deadline = time.Now().Add(time.Hour)
 	for range 2 {
-		if rd.waitContext(ctx).Err() != nil {
+		if rd.scope(ctx).Err() != nil {
 			t.Fatal("a fresh wait context ended")
 		}
 	}
