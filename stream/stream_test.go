@@ -773,37 +773,21 @@ func BenchmarkIdleReaders(b *testing.B) {
 			for b.Loop() {
 				sc := shmtest.Scope(b)
 				recv := conntest.Open(b, sc, "1", ring.DefaultCapacity)
-				ctx, cancel := context.WithCancel(context.Background())
-				var wg sync.WaitGroup
-				for range n {
-					rd, err := NewReader(recv, "0", "1", shmtest.Key("idle"), ReaderOptions{})
-					if err != nil {
-						b.Fatal(err)
-					}
-					wg.Go(func() {
-						defer rd.Close()
-						rd.Next(ctx)
-					})
-				}
-				shmtest.Eventually(b, wait, "the readers to wait", func() bool { return recv.Waiting() == n })
+				stop := parkReaders(b, recv, n)
 				time.Sleep(time.Second) // the safety re-poll backs off
 				c0, w0 := shmtest.CPUTime(b), time.Now()
 				time.Sleep(2 * time.Second)
 				b.ReportMetric(100*float64(shmtest.CPUTime(b)-c0)/float64(time.Since(w0)), "idle-cpu-%")
 				b.ReportMetric(float64(shmtest.Threads(b)), "threads")
-				cancel()
-				wg.Wait()
+				stop()
 			}
 		})
 	}
 }
 
-// BenchmarkParkedReadersGC is the CPU a garbage collection spends (all of
-// its workers) with 1000 stream readers parked in Next on one connector:
-// it scans every parked goroutine's stack, frame by frame, each cycle.
-func BenchmarkParkedReadersGC(b *testing.B) {
-	const n = 1000
-	_, recv := conntest.Edge(b, ring.DefaultCapacity)
+// parkReaders starts n readers of requests of their own waiting in Next on
+// recv, and returns once they all wait; stop ends them.
+func parkReaders(b *testing.B, recv *connector.SHM, n int) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for range n {
@@ -817,6 +801,19 @@ func BenchmarkParkedReadersGC(b *testing.B) {
 		})
 	}
 	shmtest.Eventually(b, wait, "the readers to wait", func() bool { return recv.Waiting() == n })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// BenchmarkParkedReadersGC is the CPU a garbage collection spends (all of
+// its workers) with 1000 stream readers parked in Next on one connector:
+// it scans every parked goroutine's stack, frame by frame, each cycle.
+func BenchmarkParkedReadersGC(b *testing.B) {
+	_, recv := conntest.Edge(b, ring.DefaultCapacity)
+	stop := parkReaders(b, recv, 1000)
+	defer stop()
 	gcCPU := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
 	runtime.GC()
 	metrics.Read(gcCPU)
@@ -826,8 +823,6 @@ func BenchmarkParkedReadersGC(b *testing.B) {
 	}
 	metrics.Read(gcCPU)
 	b.ReportMetric((gcCPU[0].Value.Float64()-c0)/float64(b.N)*1e6, "gc-cpu-µs/cycle")
-	cancel()
-	wg.Wait()
 }
 
 // funcCtx is a context of a comparable type whose value is not: its ==
