@@ -18,6 +18,7 @@ import (
 
 	"omnishm/config"
 	"omnishm/internal/conntest"
+	"omnishm/internal/race"
 	"omnishm/internal/shmtest"
 	"omnishm/stream"
 )
@@ -149,7 +150,16 @@ func TestServerRestartMidStream(t *testing.T) {
 // A three-node cluster, the bucket replicated on all three: stopping the
 // node that leads the bucket's stream in the middle of a request's chunk
 // stream costs no chunk, duplicates none and keeps their order.
+//
+// Not under the race detector: the in-process nats-server (v2.15.2) races
+// with itself in a clustered stream's apply path (batchStagedDiff.commit in
+// processClusteredInboundMsg against applyStreamMsgOp in monitorStream),
+// which failed one CI run of about two dozen; the report names no omnishm
+// frame, and the plain run still tests this.
 func TestClusterNodeStoppedMidStream(t *testing.T) {
+	if race.Enabled {
+		t.Skip("nats-server's own data race in its clustered apply path; see the comment")
+	}
 	c := startCluster(t)
 	b := bucket(t)
 	r3 := func(o *Options) { o.Replicas = 3 }
