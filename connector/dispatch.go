@@ -3,7 +3,9 @@
 package connector
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"os"
 	"runtime"
 	"sync"
@@ -172,6 +174,7 @@ type dispatcher struct {
 	edgeBuf                         []string        // unswept's
 	takeEdges, keyBuf, tryBuf       []string        // take's, sweepEdges', freshTries'
 	candBuf                         []string        // segmentCandidates'
+	direntBuf, shmNames             []byte          // segmentCandidates' listing (listShmInto)
 	seen                            map[string]bool // trySegments'
 
 	wakeFullAt time.Time     // the last full check for a wakeup without an event
@@ -299,6 +302,47 @@ func listShm() ([]string, error) {
 	}
 	defer f.Close()
 	return f.Readdirnames(-1)
+}
+
+// listShmInto appends the names in /dev/shm to names, each followed by a
+// NUL, reading the directory through dirent; it returns both buffers, to
+// be kept: a listing that allocates nothing per entry, so a check of every
+// waited key makes no garbage however many files /dev/shm holds (other
+// stages', other tests'), where Readdirnames made a string per entry.
+func listShmInto(dirent, names []byte) ([]byte, []byte, error) {
+	fd, err := unix.Open(scope.ShmDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return dirent, names, err
+	}
+	defer unix.Close(fd)
+	if cap(dirent) < 8<<10 {
+		dirent = make([]byte, 8<<10)
+	}
+	dirent = dirent[:cap(dirent)]
+	for {
+		n, err := unix.ReadDirent(fd, dirent)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return dirent, names, err
+		}
+		// linux_dirent64: ino (8 bytes), off (8), reclen (2), type (1),
+		// then the NUL-terminated name, padded to reclen.
+		const nameAt = 19
+		for b := dirent[:n]; len(b) > nameAt; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen <= nameAt || reclen > len(b) {
+				break
+			}
+			name := b[nameAt:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			names = append(append(names, name...), 0)
+			b = b[reclen:]
+		}
+	}
 }
 
 // nudge wakes run for fresh waiters, hinted keys or the ring's Changes.
@@ -882,13 +926,17 @@ func (d *dispatcher) segmentCandidates() []string {
 	keys := d.candBuf[:0]
 	defer func() { d.candBuf = keys }()
 	if d.count.Load() > listWaiters {
-		if names, err := listShm(); err == nil {
+		var err error
+		d.direntBuf, d.shmNames, err = listShmInto(d.direntBuf, d.shmNames[:0])
+		if err == nil {
 			d.mu.Lock()
 			defer d.mu.Unlock()
-			for _, name := range names {
-				if _, waited := d.keys[name]; waited {
-					keys = append(keys, name)
+			for names := d.shmNames; len(names) > 0; {
+				i := bytes.IndexByte(names, 0)
+				if w := d.keys[string(names[:i])]; w != nil {
+					keys = append(keys, w.key) // the waiter's string: no copy
 				}
+				names = names[i+1:]
 			}
 			return keys
 		}
