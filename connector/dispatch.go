@@ -6,7 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"os"
+	"iter"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -280,28 +280,31 @@ func (d *dispatcher) relist() {
 	d.mu.Lock()
 	d.recent = map[string]struct{}{}
 	d.mu.Unlock()
-	names, err := listShm()
+	_, names, err := listShmInto(nil, nil)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err != nil {
 		d.recent = nil
 		return
 	}
-	for _, name := range names {
-		if key, ok := scope.LockKey(name); ok {
+	for name := range eachName(names) {
+		if key, ok := scope.LockKey(string(name)); ok {
 			d.rememberLocked(key)
 		}
 	}
 }
 
-// listShm lists the names in /dev/shm.
-func listShm() ([]string, error) {
-	f, err := os.Open(scope.ShmDir)
-	if err != nil {
-		return nil, err
+// eachName yields the names of a listing of listShmInto.
+func eachName(names []byte) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		for len(names) > 0 {
+			i := bytes.IndexByte(names, 0)
+			if !yield(names[:i]) {
+				return
+			}
+			names = names[i+1:]
+		}
 	}
-	defer f.Close()
-	return f.Readdirnames(-1)
 }
 
 // listShmInto appends the names in /dev/shm to names, each followed by a
@@ -931,12 +934,10 @@ func (d *dispatcher) segmentCandidates() []string {
 		if err == nil {
 			d.mu.Lock()
 			defer d.mu.Unlock()
-			for names := d.shmNames; len(names) > 0; {
-				i := bytes.IndexByte(names, 0)
-				if w := d.keys[string(names[:i])]; w != nil {
+			for name := range eachName(d.shmNames) {
+				if w := d.keys[string(name)]; w != nil {
 					keys = append(keys, w.key) // the waiter's string: no copy
 				}
-				names = names[i+1:]
 			}
 			return keys
 		}
