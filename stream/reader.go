@@ -563,9 +563,7 @@ func (r *Reader) scope(ctx context.Context) context.Context {
 	}
 	w.drop()
 	w.watched = watched
-	// The value, not its type: a struct context of a comparable type may
-	// hold a func in an interface field, and == (or a map key) panics then.
-	if reflect.ValueOf(ctx).Comparable() { // else keep none
+	if comparableContext(ctx) { // else keep none
 		w.parent = ctx
 	}
 	if w.parent != nil {
@@ -575,6 +573,23 @@ func (r *Reader) scope(ctx context.Context) context.Context {
 	}
 	w.ctx = w.shared.ctx
 	return w.ctx
+}
+
+// comparableContext reports whether ctx == x cannot panic, for any x: the
+// value decides, not its type, as a struct context of a comparable type
+// may hold a func in an interface field. The kinds that cannot hold one,
+// the usual ones (a pointer; Background's empty struct), are told by their
+// type: reflect.Value.Comparable allocates about six times per call on a
+// struct, and a reader of a one-chunk request asks once.
+func comparableContext(ctx context.Context) bool {
+	t := reflect.TypeOf(ctx)
+	switch {
+	case t.Kind() == reflect.Pointer, t.Kind() == reflect.Chan, t.Kind() == reflect.UnsafePointer:
+		return true
+	case t.Size() == 0: // no room for an interface field
+		return t.Comparable()
+	}
+	return reflect.ValueOf(ctx).Comparable()
 }
 
 func (r *Reader) get(key string) (connector.Message, bool, error) {

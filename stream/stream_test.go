@@ -855,3 +855,49 @@ func TestReaderIncomparableContext(t *testing.T) {
 		t.Fatalf("%d shared wait contexts left", len(sharedWaits))
 	}
 }
+
+// zeroCtx is a context of no size whose type is not comparable.
+type zeroCtx struct{ _ [0]func() }
+
+func (zeroCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (zeroCtx) Done() <-chan struct{}       { return nil }
+func (zeroCtx) Err() error                  { return nil }
+func (zeroCtx) Value(any) any               { return nil }
+
+// comparableContext says what reflect.Value.Comparable says, without its
+// allocations for the usual contexts (a reader of a one-chunk request asks
+// once per request).
+func TestComparableContext(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"Background", context.Background(), true},
+		{"TODO", context.TODO(), true},
+		{"WithCancel", cancelled, true},
+		{"WithoutCancel", context.WithoutCancel(cancelled), true},
+		{"a struct holding an int", funcCtx{context.Background(), 1}, true},
+		{"a struct holding a func", funcCtx{context.Background(), func() {}}, false},
+		{"an incomparable type of no size", zeroCtx{}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := comparableContext(c.ctx); got != c.want {
+				t.Fatalf("comparableContext = %v, want %v", got, c.want)
+			}
+			if got := reflect.ValueOf(c.ctx).Comparable(); got != c.want {
+				t.Fatalf("the case is wrong: reflect says %v", got)
+			}
+		})
+	}
+	if race.Enabled {
+		return // allocations are not countable under the race detector
+	}
+	for _, ctx := range []context.Context{context.Background(), cancelled} {
+		if n := testing.AllocsPerRun(100, func() { comparableContext(ctx) }); n != 0 {
+			t.Errorf("comparableContext(%v) allocates %v times, want none", ctx, n)
+		}
+	}
+}
