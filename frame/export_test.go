@@ -3,6 +3,7 @@ package frame
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"slices"
 
 	"omnishm/wire"
@@ -30,4 +31,20 @@ func HeaderPathsAgree(b []byte) (quick bool, _ error) {
 		return true, fmt.Errorf("tree %x nonce %x, full reader %x %x", qt, qn, at, an)
 	}
 	return true, nil
+}
+
+var refsSink *refs
+
+// RefsBytes is the heap bytes one decode spends on the refs of a frame of
+// tensors tensors with dims dimensions in all.
+func RefsBytes(tensors, dims int) uint64 {
+	const n = 100
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		refsSink = newRefs(tensors, dims)
+	}
+	runtime.ReadMemStats(&after)
+	refsSink = nil
+	return (after.TotalAlloc - before.TotalAlloc) / n
 }

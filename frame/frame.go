@@ -392,12 +392,19 @@ type refs struct {
 	dims    []int // every tensor's shape, one after the other
 }
 
-// oneRef and fewRefs are refs for the usual frames, one tensor, or a few
-// with few dimensions in all, each in one allocation: less garbage per
-// message, sized for the commonest (one tensor).
+// oneRef, twoRefs and fewRefs are refs for the usual frames, each in one
+// allocation: less garbage per message. One tensor is the commonest; two
+// are a stream chunk's (its payload tensor and the 0-d finished mark),
+// which in fewRefs' 384 B size class would cost 160 B more per chunk.
 type oneRef struct {
 	refs
 	tensors [1]tensor.Tensor
+	dims    [4]int
+}
+
+type twoRefs struct {
+	refs
+	tensors [2]tensor.Tensor
 	dims    [4]int
 }
 
@@ -411,6 +418,10 @@ func newRefs(tensors, dims int) *refs {
 	switch {
 	case tensors <= len(oneRef{}.tensors) && dims <= len(oneRef{}.dims):
 		o := new(oneRef)
+		o.refs.tensors, o.refs.dims = o.tensors[:tensors], o.dims[:dims]
+		return &o.refs
+	case tensors <= len(twoRefs{}.tensors) && dims <= len(twoRefs{}.dims):
+		o := new(twoRefs)
 		o.refs.tensors, o.refs.dims = o.tensors[:tensors], o.dims[:dims]
 		return &o.refs
 	case tensors <= len(fewRefs{}.tensors) && dims <= len(fewRefs{}.dims):

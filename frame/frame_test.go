@@ -597,6 +597,29 @@ func TestSmallFrameAllocations(t *testing.T) {
 	}
 }
 
+// The tensors and shapes of the usual frames take one block of their
+// size: a stream chunk's two tensors (its payload and the 0-d finished
+// mark) not the 384 B block of up to four.
+func TestRefsBlockFitsTheFrame(t *testing.T) {
+	if race.Enabled {
+		t.Skip("the race detector's allocations are not the program's")
+	}
+	for _, c := range []struct {
+		name          string
+		tensors, dims int
+		most          uint64
+	}{
+		{"one tensor", 1, 2, 160},
+		{"a stream chunk: a tensor and a 0-d mark", 2, 2, 224},
+		{"two tensors of two dimensions", 2, 4, 224},
+		{"four tensors", 4, 8, 384},
+	} {
+		if got := frame.RefsBytes(c.tensors, c.dims); got > c.most {
+			t.Errorf("%s: %d B for its tensors and shapes, want at most %d", c.name, got, c.most)
+		}
+	}
+}
+
 // DecodeInto puts each tensor's bytes in the supplied memory, one 64-aligned
 // allocation each, and the result keeps nothing of the frame.
 func TestDecodeIntoSuppliedMemory(t *testing.T) {
