@@ -901,3 +901,67 @@ func TestComparableContext(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParkedFanout is a stage's steady state with many requests
+// open, in one process: 1000 goroutines parked, each in a one-chunk
+// request's Reader (reader) or in Recv (recv, the same keys and ring),
+// while a producer puts one finished chunk per waiter per round. ns/msg is
+// wall time per delivery, put included, on every CPU; the difference
+// between the two is what a Reader adds to a delivery (bench's fanout
+// mode measures the same across processes, with the harness's noise).
+func BenchmarkParkedFanout(b *testing.B) {
+	for _, mode := range []string{"recv", "reader"} {
+		b.Run(mode, func(b *testing.B) {
+			prod, recv := conntest.Edge(b, ring.DefaultCapacity)
+			data, _ := tensor.Zeros(tensor.Float32, 128) // 512 B, as bench's fanout
+			payload := map[string]any{"data": data}
+			if mode == "reader" {
+				payload, _ = newChunkInto(nil, payload, true)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			const n = 1000
+			prefix := shmtest.Key("fan")
+			request := func(i, round int) string { return prefix + "-" + strconv.Itoa(i) + "-" + strconv.Itoa(round) }
+			rounds := b.N/n + 1
+			done := make(chan error, n)
+			for i := range n {
+				go func() {
+					for round := range rounds {
+						req := request(i, round)
+						var err error
+						if mode == "recv" {
+							_, _, err = recv.Recv(ctx, "0", Key(req, "0", 0))
+						} else {
+							var rd *Reader
+							if rd, err = NewReader(recv, "0", "1", req, ReaderOptions{ProgressTimeout: time.Hour}); err == nil {
+								_, err = rd.Next(ctx)
+								rd.Close()
+							}
+						}
+						done <- err
+						if err != nil {
+							return
+						}
+					}
+				}()
+			}
+			shmtest.Eventually(b, wait, "the waiters to wait", func() bool { return recv.Waiting() == n })
+			b.ResetTimer()
+			for round := range rounds {
+				for i := range n {
+					if _, _, err := prod.Put("0", "1", Key(request(i, round), "0", 0), payload); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for range n {
+					if err := <-done; err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rounds*n), "ns/msg")
+		})
+	}
+}
