@@ -584,6 +584,8 @@ func (r *Reader) scope(ctx context.Context) context.Context {
 func comparableContext(ctx context.Context) bool {
 	t := reflect.TypeOf(ctx)
 	switch {
+	case t == nil: // a nil ctx, which Next refuses before this
+		return false
 	case t.Kind() == reflect.Pointer, t.Kind() == reflect.Chan, t.Kind() == reflect.UnsafePointer:
 		return true
 	case t.Size() == 0: // no room for an interface field

@@ -882,6 +882,7 @@ func TestComparableContext(t *testing.T) {
 		{"a struct holding an int", funcCtx{context.Background(), 1}, true},
 		{"a struct holding a func", funcCtx{context.Background(), func() {}}, false},
 		{"an incomparable type of no size", zeroCtx{}, false},
+		{"nil", nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := comparableContext(c.ctx); got != c.want {
