@@ -72,12 +72,28 @@ func mustReader(t *testing.T, tr connector.Transport, request string, opts Reade
 	return closedAtEnd(t, r, err)
 }
 
+var keyOf = Key // Key, not inlined (TestKeyAndPrefix)
+
 func TestKeyAndPrefix(t *testing.T) {
 	if got := Key("req-1", "0", 12); got != "req-1_0_12" {
 		t.Fatalf("Key = %q", got)
 	}
 	if got := Prefix("req-1", "0"); got != "req-1_0_" {
 		t.Fatalf("Prefix = %q", got)
+	}
+	long := strings.Repeat("r", 100) // past Key's stack buffer
+	if got := Key(long, "12", 345678); got != long+"_12_345678" {
+		t.Fatalf("Key of a long request = %q", got)
+	}
+	if race.Enabled {
+		return
+	}
+	// A chunk key is made per chunk on both ends of a stream. Called
+	// through a variable, so that it is not inlined here, where the
+	// compiler could keep a part of it on the stack: the Sender's and
+	// the Reader's calls are not inlined either.
+	if n := testing.AllocsPerRun(100, func() { keyOf("req-1", "0", 12345) }); n != 1 {
+		t.Fatalf("Key allocates %v times, want 1 (its string)", n)
 	}
 }
 
