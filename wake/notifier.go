@@ -33,9 +33,10 @@ import (
 // matters. It does so once per tick of a timer of period syncEvery at
 // most, so a burst of puts to a stage nobody receives from costs no system
 // call per put (the pair benchmark is one); a put that comes syncEvery or
-// more after the last check always makes one. A receiver that appears during a burst is thus
-// woken by the first put syncEvery after the last check at the latest; if
-// the burst ends first, it sleeps until its poll interval. A stage that
+// more after the last check always makes one. A receiver that appears
+// during a burst is thus woken by the first put syncEvery after the last
+// check at the latest; if the burst ends first, it sleeps until its poll
+// interval. A stage that
 // already has a receiver skips the read, so a second receiver (a replica)
 // created within the window may miss one wakeup and sleep until its poll
 // interval or the next put; its peers were woken. A stage whose last FIFO
