@@ -198,10 +198,8 @@ func (c *SHM) dispatch() *dispatcher {
 			keys: map[string]*waiter{}, edges: map[string]int{},
 			kick: make(chan struct{}, 1), stop: make(chan struct{}),
 		}
-		if c.waiter != nil {
-			d.fifo = true
-			c.waiter.CountSleeps() // run announces each sleep
-		}
+		// run announces each sleep: Open counted them from the start.
+		d.fifo = c.waiter != nil
 		d.ringEvery, d.fullEvery = min(minRingPoll, d.interval), d.interval
 		d.watchHints()
 		if d.await = d.fifo; d.await {

@@ -636,3 +636,35 @@ func TestFreshWaitersAllocateNoBuffer(t *testing.T) {
 		t.Fatalf("%v allocations per thousand waiters served and gone, want none", n)
 	}
 }
+
+// A receiver that takes its ring frames with Get alone sleeps on no FIFO:
+// puts to its stage write it no wakeup. Once it waits in Recv, which
+// announces its sleeps, a put wakes it again (unpolledEdge: nothing but a
+// wakeup can deliver).
+func TestGetOnlyReceiverGetsNoWakeups(t *testing.T) {
+	send, recv := unpolledEdge(t)
+	prefix := shmtest.Key("getonly")
+	for i := range 20 {
+		key := prefix + strconv.Itoa(i)
+		conntest.MustPut(t, send, "0", "1", key, conntest.Codes(1, int64(i)))
+		if v, _, ok, err := recv.Get("0", "1", key, nil); !ok || err != nil || conntest.CodesOf(t, v)[0] != int64(i) {
+			t.Fatalf("Get %s: %v, %v, %v", key, v, ok, err)
+		}
+	}
+	if n := connector.WakeupsReceived(recv); n != 0 {
+		t.Fatalf("%d wakeups written to a receiver that never slept, want 0", n)
+	}
+	key := prefix + "-recv"
+	got := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), shmtest.Patience)
+	defer cancel()
+	go func() {
+		_, _, err := recv.Recv(ctx, "0", key)
+		got <- err
+	}()
+	waitSettled(t, recv, 1)
+	conntest.MustPut(t, send, "0", "1", key, conntest.Codes(1, 1))
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -101,3 +101,12 @@ func FreshCycle(c *SHM, keys []string) func() {
 		d.mu.Unlock()
 	}
 }
+
+// WakeupsReceived drains c's wakeup FIFO without blocking and returns the
+// wakeups it has received so far (0 without a FIFO).
+func WakeupsReceived(c *SHM) uint64 {
+	if c.waiter == nil {
+		return 0
+	}
+	return c.waiter.Generation()
+}
