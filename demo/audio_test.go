@@ -83,3 +83,23 @@ func TestSynthesizeFollowsTheTone(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPCM16 is stage 2's conversion of one chunk's samples.
+func BenchmarkPCM16(b *testing.B) {
+	x := synthesize(chunkCodes(3, 5), 5)
+	dst := make([]byte, 0, 2*len(x))
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		dst = pcm16(dst[:0], x)
+	}
+}
+
+// BenchmarkSynthesize is one chunk's synthesis, which stage 1 does and
+// stage 2 repeats to check it.
+func BenchmarkSynthesize(b *testing.B) {
+	codes, out := chunkCodes(3, 5), make([]float32, samplesPerChunk)
+	b.SetBytes(int64(4 * samplesPerChunk))
+	for b.Loop() {
+		synthesizeInto(out, codes, 5)
+	}
+}
