@@ -982,3 +982,59 @@ func BenchmarkParkedFanout(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRequestGoroutine is a one-chunk request read by a Reader on a
+// goroutine of its own, started for the request (fresh), as a stage that
+// serves each request on a new goroutine does, or handed to one goroutine
+// that has read requests before (reused). The difference is what a new
+// goroutine's first receive costs beyond the receive itself: its stack,
+// which starts at 2 KiB, grows to 8 or 16 KiB on the way (the receive path
+// is 5 to 7.5 KiB deep where it decodes, deeper when a leading Recv does),
+// copied at each step (session 11: 24-26 µs fresh against 12-13 µs reused;
+// a goroutine whose stack was grown to 8 KiB first took 14 µs).
+func BenchmarkRequestGoroutine(b *testing.B) {
+	for _, mode := range []string{"fresh", "reused"} {
+		b.Run(mode, func(b *testing.B) {
+			prod, recv := conntest.Edge(b, ring.DefaultCapacity)
+			data, _ := tensor.Zeros(tensor.Float32, 128) // 512 B, as BenchmarkParkedFanout
+			payload, err := newChunkInto(nil, map[string]any{"data": data}, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			prefix := shmtest.Key("goroutine")
+			read := func(req string) error {
+				rd, err := NewReader(recv, "0", "1", req, ReaderOptions{ProgressTimeout: time.Hour})
+				if err != nil {
+					return err
+				}
+				defer rd.Close()
+				_, err = rd.Next(ctx)
+				return err
+			}
+			work, done := make(chan string), make(chan error)
+			defer close(work)
+			if mode == "reused" {
+				go func() {
+					for req := range work {
+						done <- read(req)
+					}
+				}()
+			}
+			for i := 0; b.Loop(); i++ {
+				req := prefix + "-" + strconv.Itoa(i)
+				if mode == "fresh" {
+					go func() { done <- read(req) }()
+				} else {
+					work <- req
+				}
+				if _, _, err := prod.Put("0", "1", Key(req, "0", 0), payload); err != nil {
+					b.Fatal(err)
+				}
+				if err := <-done; err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
