@@ -1012,7 +1012,7 @@ func BenchmarkRequestGoroutine(b *testing.B) {
 				_, err = rd.Next(ctx)
 				return err
 			}
-			work, done := make(chan string), make(chan error)
+			work, done := make(chan string), make(chan error, 1) // buffered: a reader outlives a failed benchmark
 			defer close(work)
 			if mode == "reused" {
 				go func() {

@@ -36,12 +36,11 @@ import (
 // more after the last check always makes one. A receiver that appears
 // during a burst is thus woken by the first put syncEvery after the last
 // check at the latest; if the burst ends first, it sleeps until its poll
-// interval. A stage that
-// already has a receiver skips the read, so a second receiver (a replica)
-// created within the window may miss one wakeup and sleep until its poll
-// interval or the next put; its peers were woken. A stage whose last FIFO
-// reports its reader gone (EPIPE) is checked at once, too, so a replaced
-// receiver is found by the same put.
+// interval. A stage that already has a receiver skips the read, so a
+// second receiver (a replica) created within the window may miss one
+// wakeup and sleep until its poll interval or the next put; its peers
+// were woken. A stage whose last FIFO reports its reader gone (EPIPE) is
+// checked at once, too, so a replaced receiver is found by the same put.
 //
 // Without a wake directory (no receiver in the scope) the Notifier watches
 // its parent and reads that queue at those same checks: no path lookup.
