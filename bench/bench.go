@@ -100,6 +100,13 @@ type FanoutResult struct {
 	PipedRounds      int      `json:"piped_rounds"`
 	PipedCPUPerMsgUs float64  `json:"piped_cpu_per_msg_us"`
 	PipedFlockPairs  *float64 `json:"piped_flock_pairs"`
+	// PipedGCPerMsgUs is the part of PipedCPUPerMsgUs the garbage
+	// collector spent (runtime/metrics, every class: assists, workers,
+	// pauses), over PipedGCCycles cycles. Each cycle scans every parked
+	// waiter's stack, and how often one runs is the process's GOGC: the
+	// part a stage tunes, not the transport.
+	PipedGCPerMsgUs float64 `json:"piped_gc_per_msg_us"`
+	PipedGCCycles   int     `json:"piped_gc_cycles"`
 }
 
 // Report is the whole --json output. Results is empty in fanout mode;
@@ -240,12 +247,13 @@ func (r Report) resultTable(tw io.Writer) {
 }
 
 func (r Report) fanoutTable(tw io.Writer) {
-	fmt.Fprintln(tw, "transport\twait in\twaiters\tsize\tidle s\tidle CPU %\tthreads\tCPU µs/msg\tflock pairs/msg\tharness µs\tnet flock pairs\tpiped CPU µs/msg\tpiped flock pairs\t")
+	fmt.Fprintln(tw, "transport\twait in\twaiters\tsize\tidle s\tidle CPU %\tthreads\tCPU µs/msg\tflock pairs/msg\tharness µs\tnet flock pairs\tpiped CPU µs/msg\tpiped flock pairs\tof which GC µs/msg\tGC cycles\t")
 	for _, x := range r.Fanout {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.2f\t%.1f\t%d\t%.1f\t%s%.1f\t%s\n", x.Transport, x.WaitIn, x.Waiters, FormatSize(x.Size),
 			x.IdleS, x.IdleCPUPct, x.Threads, x.CPUPerMsgUs, optional(x.FlockPairs != nil, "%.0f", deref(x.FlockPairs)), x.HarnessUs,
 			optional(x.NetFlockPairs != nil, "%.0f", deref(x.NetFlockPairs))+fmt.Sprintf("%.1f\t", x.PipedCPUPerMsgUs)+
-				optional(x.PipedFlockPairs != nil, "%.1f", deref(x.PipedFlockPairs)))
+				optional(x.PipedFlockPairs != nil, "%.1f", deref(x.PipedFlockPairs))+
+				fmt.Sprintf("%.2f\t%d\t", x.PipedGCPerMsgUs, x.PipedGCCycles))
 	}
 }
 

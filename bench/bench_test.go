@@ -172,7 +172,7 @@ func TestReportModes(t *testing.T) {
 			t.Errorf("%s flock keys %v", tc.report.Mode, jsonKeys(f))
 		}
 		if fo, ok := back["fanout"].([]any); ok {
-			want := []string{"cpu_per_msg_us", "flock_pairs", "harness_us", "idle_cpu_pct", "idle_s", "net_flock_pairs", "piped_cpu_per_msg_us", "piped_flock_pairs", "piped_rounds", "size", "threads", "transport", "wait_in", "waiters"}
+			want := []string{"cpu_per_msg_us", "flock_pairs", "harness_us", "idle_cpu_pct", "idle_s", "net_flock_pairs", "piped_cpu_per_msg_us", "piped_flock_pairs", "piped_gc_cycles", "piped_gc_per_msg_us", "piped_rounds", "size", "threads", "transport", "wait_in", "waiters"}
 			if keys := jsonKeys(fo[0].(map[string]any)); !slices.Equal(keys, want) {
 				t.Errorf("fanout keys %v, want %v", keys, want)
 			}

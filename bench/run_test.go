@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -214,10 +215,23 @@ func TestRunFanout(t *testing.T) {
 		if x.Waiters != 4 || x.Size != 512 || x.IdleS <= 0 || x.IdleCPUPct < 0 || x.Threads < 1 || x.CPUPerMsgUs < 0 || x.FlockPairs == nil {
 			t.Errorf("fanout %+v", x)
 		}
+		if x.PipedRounds != maxPipedRounds || x.PipedGCPerMsgUs < 0 || x.PipedGCCycles < 0 {
+			t.Errorf("fanout's pipelined rounds %+v", x)
+		}
 	}
 	want := []row{{"ring", "recv"}, {"ring", "reader"}, {"perkey", "recv"}, {"perkey", "reader"}}
 	if !slices.Equal(got, want) || len(r.Results) != 0 || r.Flock == nil || done != 16 {
 		t.Fatalf("fanout rows %v, want %v; results %v, flock %v, %d deliveries", got, want, r.Results, r.Flock, done)
+	}
+}
+
+// readGC counts a collection and does not run back.
+func TestReadGC(t *testing.T) {
+	before := readGC()
+	runtime.GC()
+	after := readGC()
+	if after.cycles <= before.cycles || after.cpu < before.cpu || after.cpu == 0 {
+		t.Fatalf("GC totals %+v, then %+v after a collection", before, after)
 	}
 }
 
