@@ -249,11 +249,12 @@ func (r Report) resultTable(tw io.Writer) {
 func (r Report) fanoutTable(tw io.Writer) {
 	fmt.Fprintln(tw, "transport\twait in\twaiters\tsize\tidle s\tidle CPU %\tthreads\tCPU µs/msg\tflock pairs/msg\tharness µs\tnet flock pairs\tpiped CPU µs/msg\tpiped flock pairs\tof which GC µs/msg\tGC cycles\t")
 	for _, x := range r.Fanout {
+		piped := x.PipedRounds > 0 // none where two rounds' bytes are too many to keep in flight
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.2f\t%.1f\t%d\t%.1f\t%s%.1f\t%s\n", x.Transport, x.WaitIn, x.Waiters, FormatSize(x.Size),
 			x.IdleS, x.IdleCPUPct, x.Threads, x.CPUPerMsgUs, optional(x.FlockPairs != nil, "%.0f", deref(x.FlockPairs)), x.HarnessUs,
-			optional(x.NetFlockPairs != nil, "%.0f", deref(x.NetFlockPairs))+fmt.Sprintf("%.1f\t", x.PipedCPUPerMsgUs)+
+			optional(x.NetFlockPairs != nil, "%.0f", deref(x.NetFlockPairs))+optional(piped, "%.1f", x.PipedCPUPerMsgUs)+
 				optional(x.PipedFlockPairs != nil, "%.1f", deref(x.PipedFlockPairs))+
-				fmt.Sprintf("%.2f\t%d\t", x.PipedGCPerMsgUs, x.PipedGCCycles))
+				optional(piped, "%.2f", x.PipedGCPerMsgUs)+optional(piped, "%d", x.PipedGCCycles))
 	}
 }
 

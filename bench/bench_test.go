@@ -132,6 +132,8 @@ func TestReportModes(t *testing.T) {
 	}
 	fanout := Report{Mode: "fanout", Flock: &flock, Fanout: []FanoutResult{
 		{Transport: "ring", WaitIn: WaitRecv, Waiters: 3, Size: 512, IdleS: 2, IdleCPUPct: 9.5, Threads: 7, CPUPerMsgUs: 250, HarnessUs: 50},
+		{Transport: "ring", WaitIn: WaitReader, Waiters: 3, Size: 512, IdleS: 2, IdleCPUPct: 9.5, Threads: 7, CPUPerMsgUs: 250, HarnessUs: 50,
+			PipedRounds: 10, PipedCPUPerMsgUs: 4.5, PipedGCPerMsgUs: 1.25, PipedGCCycles: 7},
 	}}
 	fanoutInFlockPairs(&fanout)
 	if x := fanout.Fanout[0]; *x.FlockPairs != 250 || *x.NetFlockPairs != 200 {
@@ -149,7 +151,7 @@ func TestReportModes(t *testing.T) {
 		{stream, []string{"mode", "results"}, [][]string{with("window"), with("window"), base},
 			4, []string{"window", "µs/msg", "3.00x"}},
 		{fanout, []string{"fanout", "flock", "mode", "results"}, nil,
-			3, []string{"idle CPU %", "9.5", "250.0", "floor:"}},
+			4, []string{"idle CPU %", "9.5", "250.0", "floor:", "of which GC µs/msg", "1.25"}},
 	} {
 		var buf bytes.Buffer
 		if err := tc.report.WriteJSON(&buf); err != nil {
