@@ -101,10 +101,12 @@ type FanoutResult struct {
 	PipedCPUPerMsgUs float64  `json:"piped_cpu_per_msg_us"`
 	PipedFlockPairs  *float64 `json:"piped_flock_pairs"`
 	// PipedGCPerMsgUs is the part of PipedCPUPerMsgUs the garbage
-	// collector spent (runtime/metrics, every class: assists, workers,
-	// pauses), over PipedGCCycles cycles. Each cycle scans every parked
-	// waiter's stack, and how often one runs is the process's GOGC: the
-	// part a stage tunes, not the transport.
+	// collector spent, over PipedGCCycles cycles: the runtime's own
+	// estimate (runtime/metrics' /cpu/classes/gc/total: assists, workers
+	// and pauses), which leans high, as it counts a pause as GOMAXPROCS
+	// CPUs busy. Each cycle scans every parked waiter's stack, and how
+	// often one runs is the process's GOGC: the part a stage tunes, not
+	// the transport.
 	PipedGCPerMsgUs float64 `json:"piped_gc_per_msg_us"`
 	PipedGCCycles   int     `json:"piped_gc_cycles"`
 }

@@ -302,8 +302,9 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 	return say(int64(cpu2-cpu1), int64(cpuTime()-cpu3)/ackProbes, int64(cpu3-cpu2), int64(gc3.cpu-gc2.cpu), int64(gc3.cycles-gc2.cycles))
 }
 
-// gcTotals are the garbage collector's CPU (all of its classes: assists,
-// workers, pauses) and its completed cycles so far.
+// gcTotals are the garbage collector's CPU as the runtime estimates it
+// (all of its classes: assists, workers, pauses) and its completed cycles
+// so far.
 type gcTotals struct {
 	cpu    time.Duration
 	cycles uint64
