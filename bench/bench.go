@@ -109,6 +109,13 @@ type FanoutResult struct {
 	// the transport.
 	PipedGCPerMsgUs float64 `json:"piped_gc_per_msg_us"`
 	PipedGCCycles   int     `json:"piped_gc_cycles"`
+	// PipedAllocBytesPerMsg and PipedAllocsPerMsg are the receiver's heap
+	// allocations per delivery over the same rounds (runtime/metrics'
+	// /gc/heap/allocs), its waiters' and the harness's included: what sets
+	// how often a cycle runs. A delivery allocates at least its payload,
+	// which the receiver owns.
+	PipedAllocBytesPerMsg float64 `json:"piped_alloc_bytes_per_msg"`
+	PipedAllocsPerMsg     float64 `json:"piped_allocs_per_msg"`
 }
 
 // Report is the whole --json output. Results is empty in fanout mode;
@@ -249,14 +256,15 @@ func (r Report) resultTable(tw io.Writer) {
 }
 
 func (r Report) fanoutTable(tw io.Writer) {
-	fmt.Fprintln(tw, "transport\twait in\twaiters\tsize\tidle s\tidle CPU %\tthreads\tCPU µs/msg\tflock pairs/msg\tharness µs\tnet flock pairs\tpiped CPU µs/msg\tpiped flock pairs\tof which GC µs/msg\tGC cycles\t")
+	fmt.Fprintln(tw, "transport\twait in\twaiters\tsize\tidle s\tidle CPU %\tthreads\tCPU µs/msg\tflock pairs/msg\tharness µs\tnet flock pairs\tpiped CPU µs/msg\tpiped flock pairs\tof which GC µs/msg\tGC cycles\talloc B/msg\tallocs/msg\t")
 	for _, x := range r.Fanout {
 		piped := x.PipedRounds > 0 // none where two rounds' bytes are too many to keep in flight
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.2f\t%.1f\t%d\t%.1f\t%s%.1f\t%s\n", x.Transport, x.WaitIn, x.Waiters, FormatSize(x.Size),
 			x.IdleS, x.IdleCPUPct, x.Threads, x.CPUPerMsgUs, optional(x.FlockPairs != nil, "%.0f", deref(x.FlockPairs)), x.HarnessUs,
 			optional(x.NetFlockPairs != nil, "%.0f", deref(x.NetFlockPairs))+optional(piped, "%.1f", x.PipedCPUPerMsgUs)+
 				optional(x.PipedFlockPairs != nil, "%.1f", deref(x.PipedFlockPairs))+
-				optional(piped, "%.2f", x.PipedGCPerMsgUs)+optional(piped, "%d", x.PipedGCCycles))
+				optional(piped, "%.2f", x.PipedGCPerMsgUs)+optional(piped, "%d", x.PipedGCCycles)+
+				optional(piped, "%.0f", x.PipedAllocBytesPerMsg)+optional(piped, "%.1f", x.PipedAllocsPerMsg))
 	}
 }
 

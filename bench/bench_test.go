@@ -133,7 +133,8 @@ func TestReportModes(t *testing.T) {
 	fanout := Report{Mode: "fanout", Flock: &flock, Fanout: []FanoutResult{
 		{Transport: "ring", WaitIn: WaitRecv, Waiters: 3, Size: 512, IdleS: 2, IdleCPUPct: 9.5, Threads: 7, CPUPerMsgUs: 250, HarnessUs: 50},
 		{Transport: "ring", WaitIn: WaitReader, Waiters: 3, Size: 512, IdleS: 2, IdleCPUPct: 9.5, Threads: 7, CPUPerMsgUs: 250, HarnessUs: 50,
-			PipedRounds: 10, PipedCPUPerMsgUs: 4.5, PipedGCPerMsgUs: 1.25, PipedGCCycles: 7},
+			PipedRounds: 10, PipedCPUPerMsgUs: 4.5, PipedGCPerMsgUs: 1.25, PipedGCCycles: 7,
+			PipedAllocBytesPerMsg: 1664, PipedAllocsPerMsg: 8.5},
 	}}
 	fanoutInFlockPairs(&fanout)
 	if x := fanout.Fanout[0]; *x.FlockPairs != 250 || *x.NetFlockPairs != 200 {
@@ -151,7 +152,7 @@ func TestReportModes(t *testing.T) {
 		{stream, []string{"mode", "results"}, [][]string{with("window"), with("window"), base},
 			4, []string{"window", "µs/msg", "3.00x"}},
 		{fanout, []string{"fanout", "flock", "mode", "results"}, nil,
-			4, []string{"idle CPU %", "9.5", "250.0", "floor:", "of which GC µs/msg", "1.25"}},
+			4, []string{"idle CPU %", "9.5", "250.0", "floor:", "of which GC µs/msg", "1.25", "alloc B/msg", "1664", "8.5"}},
 	} {
 		var buf bytes.Buffer
 		if err := tc.report.WriteJSON(&buf); err != nil {
@@ -174,7 +175,7 @@ func TestReportModes(t *testing.T) {
 			t.Errorf("%s flock keys %v", tc.report.Mode, jsonKeys(f))
 		}
 		if fo, ok := back["fanout"].([]any); ok {
-			want := []string{"cpu_per_msg_us", "flock_pairs", "harness_us", "idle_cpu_pct", "idle_s", "net_flock_pairs", "piped_cpu_per_msg_us", "piped_flock_pairs", "piped_gc_cycles", "piped_gc_per_msg_us", "piped_rounds", "size", "threads", "transport", "wait_in", "waiters"}
+			want := []string{"cpu_per_msg_us", "flock_pairs", "harness_us", "idle_cpu_pct", "idle_s", "net_flock_pairs", "piped_alloc_bytes_per_msg", "piped_allocs_per_msg", "piped_cpu_per_msg_us", "piped_flock_pairs", "piped_gc_cycles", "piped_gc_per_msg_us", "piped_rounds", "size", "threads", "transport", "wait_in", "waiters"}
 			if keys := jsonKeys(fo[0].(map[string]any)); !slices.Equal(keys, want) {
 				t.Errorf("fanout keys %v, want %v", keys, want)
 			}

@@ -35,9 +35,11 @@ import (
 // with up to two rounds in flight; the receiver says only "r" when round r
 // is complete, so over many deliveries its CPU is a delivery's, plus one
 // harness round trip per round, not per message. The receiver's last line
-// then carries three more numbers: the CPU of the rounds, and the garbage
-// collector's share of it and its cycles (runtime/metrics): with many
-// goroutines parked, each cycle scans every parked stack.
+// then carries five more numbers: the CPU of the rounds, the garbage
+// collector's share of it and its cycles, and the bytes and objects the
+// process allocated meanwhile (runtime/metrics): with many goroutines
+// parked, each cycle scans every parked stack, and the allocations set how
+// often one runs.
 
 // ackProbes is how many round trips of the harness a fanout times.
 const ackProbes = 100
@@ -155,7 +157,7 @@ func timeFanout(r *runner, c *cell) error {
 			return err
 		}
 	}
-	delivery, err := r.peer.numbersWithin(r.ctx, recvTimeout, 5)
+	delivery, err := r.peer.numbersWithin(r.ctx, recvTimeout, 7)
 	if err != nil {
 		return err
 	}
@@ -172,6 +174,8 @@ func timeFanout(r *runner, c *cell) error {
 		res.PipedCPUPerMsgUs = float64(delivery[2]-int64(rounds)*delivery[1]) / float64(time.Microsecond) / float64(rounds*n)
 		res.PipedGCPerMsgUs = float64(delivery[3]) / float64(time.Microsecond) / float64(rounds*n)
 		res.PipedGCCycles = int(delivery[4])
+		res.PipedAllocBytesPerMsg = float64(delivery[5]) / float64(rounds*n)
+		res.PipedAllocsPerMsg = float64(delivery[6]) / float64(rounds*n)
 	}
 	if idle[1] > 0 {
 		res.IdleCPUPct = 100 * float64(idle[0]) / float64(idle[1])
@@ -299,28 +303,32 @@ func serveFanout(ctx context.Context, conn connector.Receiver, req request) erro
 			return err
 		}
 	}
-	return say(int64(cpu2-cpu1), int64(cpuTime()-cpu3)/ackProbes, int64(cpu3-cpu2), int64(gc3.cpu-gc2.cpu), int64(gc3.cycles-gc2.cycles))
+	return say(int64(cpu2-cpu1), int64(cpuTime()-cpu3)/ackProbes, int64(cpu3-cpu2), int64(gc3.cpu-gc2.cpu), int64(gc3.cycles-gc2.cycles),
+		int64(gc3.allocBytes-gc2.allocBytes), int64(gc3.allocs-gc2.allocs))
 }
 
 // gcTotals are the garbage collector's CPU as the runtime estimates it
-// (all of its classes: assists, workers, pauses) and its completed cycles
-// so far.
+// (all of its classes: assists, workers, pauses), its completed cycles, and
+// the heap allocations it has to collect (bytes, objects), so far.
 type gcTotals struct {
-	cpu    time.Duration
-	cycles uint64
+	cpu                        time.Duration
+	cycles, allocBytes, allocs uint64
 }
 
 // readGC reads gcTotals from runtime/metrics (zero where the runtime
 // does not have them).
 func readGC() gcTotals {
-	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/allocs:objects"}}
 	metrics.Read(s)
 	var t gcTotals
 	if s[0].Value.Kind() == metrics.KindFloat64 {
 		t.cpu = time.Duration(s[0].Value.Float64() * float64(time.Second))
 	}
-	if s[1].Value.Kind() == metrics.KindUint64 {
-		t.cycles = s[1].Value.Uint64()
+	for i, v := range []*uint64{&t.cycles, &t.allocBytes, &t.allocs} {
+		if s[i+1].Value.Kind() == metrics.KindUint64 {
+			*v = s[i+1].Value.Uint64()
+		}
 	}
 	return t
 }

@@ -222,6 +222,12 @@ func TestRunFanout(t *testing.T) {
 			x.PipedGCCycles > 0 && x.PipedGCPerMsgUs == 0 || x.PipedGCCycles > x.PipedRounds*x.Waiters {
 			t.Errorf("fanout's pipelined rounds %+v", x)
 		}
+		// So do the allocations: a delivery allocates at least the payload
+		// it hands over, in at least one object, and no object is smaller
+		// than a byte.
+		if x.PipedAllocBytesPerMsg < float64(x.Size) || x.PipedAllocsPerMsg < 1 || x.PipedAllocBytesPerMsg < x.PipedAllocsPerMsg {
+			t.Errorf("fanout's pipelined allocations: %.0f B, %.1f objects per delivery of %d B", x.PipedAllocBytesPerMsg, x.PipedAllocsPerMsg, x.Size)
+		}
 	}
 	want := []row{{"ring", "recv"}, {"ring", "reader"}, {"perkey", "recv"}, {"perkey", "reader"}}
 	if !slices.Equal(got, want) || len(r.Results) != 0 || r.Flock == nil || done != 16 {
@@ -229,13 +235,20 @@ func TestRunFanout(t *testing.T) {
 	}
 }
 
-// readGC counts a collection and does not run back.
+// sink keeps TestReadGC's allocation on the heap.
+var sink []byte
+
+// readGC counts a collection and an allocation, and does not run back.
 func TestReadGC(t *testing.T) {
 	before := readGC()
+	sink = make([]byte, 1<<20)
 	runtime.GC()
 	after := readGC()
 	if after.cycles <= before.cycles || after.cpu < before.cpu || after.cpu == 0 {
 		t.Fatalf("GC totals %+v, then %+v after a collection", before, after)
+	}
+	if after.allocBytes < before.allocBytes+1<<20 || after.allocs <= before.allocs {
+		t.Fatalf("allocations %d B in %d objects, then %d B in %d after a 1 MiB one", before.allocBytes, before.allocs, after.allocBytes, after.allocs)
 	}
 }
 

@@ -44,7 +44,8 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 		"fanout: a receiver process blocks --waiters goroutines on keys of their own; its idle\n"+
 		"CPU (% of one core) and OS threads, then its CPU per message as this process puts the\n"+
 		"keys one by one, also in flock pairs; then the same over pipelined rounds of a key per\n"+
-		"waiter, with the garbage collector's part of it (it scans every parked stack).\n"+
+		"waiter, with the garbage collector's part of it (it scans every parked stack) and the\n"+
+		"heap allocations per message that set how often it runs.\n"+
 		"  omnishm bench --mode fanout --waiters 1000\n"+
 		"latency, pair and stream end with a memcpy row per size (two plain copies of the bytes);\n"+
 		"latency and pair timing perkey add a shmfile row per size (a fresh /dev/shm file written\n"+

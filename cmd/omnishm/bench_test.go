@@ -174,7 +174,7 @@ func TestBenchFanout(t *testing.T) {
 	if len(rep.Results) != 0 || len(rep.Fanout) != 2 {
 		t.Fatalf("report %+v", rep)
 	}
-	want := []string{"cpu_per_msg_us", "flock_pairs", "harness_us", "idle_cpu_pct", "idle_s", "net_flock_pairs", "piped_cpu_per_msg_us", "piped_flock_pairs", "piped_gc_cycles", "piped_gc_per_msg_us", "piped_rounds", "size", "threads", "transport", "wait_in", "waiters"}
+	want := []string{"cpu_per_msg_us", "flock_pairs", "harness_us", "idle_cpu_pct", "idle_s", "net_flock_pairs", "piped_alloc_bytes_per_msg", "piped_allocs_per_msg", "piped_cpu_per_msg_us", "piped_flock_pairs", "piped_gc_cycles", "piped_gc_per_msg_us", "piped_rounds", "size", "threads", "transport", "wait_in", "waiters"}
 	for i, f := range rep.Fanout {
 		if keys := sortedKeys(f); !slices.Equal(keys, want) {
 			t.Errorf("fanout keys %v, want %v", keys, want)
