@@ -3,6 +3,7 @@
 package wake
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -120,6 +121,9 @@ type targets struct {
 // reported a little later.
 type watcher interface {
 	changed(now bool) bool
+	// err says why the directory is followed by its mtime, not inotify;
+	// nil while inotify follows it.
+	err() error
 	close() error
 }
 
@@ -353,6 +357,19 @@ func (t *targets) closeAll() {
 	t.fds, t.counts, t.pending = t.fds[:0], t.counts[:0], nil
 }
 
+// WatchErr says why the wake directory is followed by its modification
+// time, a stat when a put may have to look, instead of inotify (SPEC §8's
+// FIFOs are found either way): nil while inotify follows it, or when
+// wakeups are disabled. A connector may report it.
+func (n *Notifier) WatchErr() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.watch == nil || n.closed {
+		return nil
+	}
+	return n.watch.err()
+}
+
 // Close releases the Notifier's descriptors and stops its goroutine; later
 // Notify calls do nothing. It returns what closing the watcher met, and is
 // idempotent.
@@ -380,6 +397,7 @@ func (n *Notifier) Close() error {
 // fallback where inotify is unavailable.
 type statWatch struct {
 	dir     string
+	why     error // what inotify refused, when it stands in for inotify
 	last    dirStamp
 	recheck bool // the last stamp was racy: rescan even if it is unchanged
 }
@@ -397,3 +415,14 @@ func (w *statWatch) changed(bool) bool {
 }
 
 func (w *statWatch) close() error { return nil }
+
+func (w *statWatch) err() error {
+	if w.why == nil {
+		return errNoInotify
+	}
+	return w.why
+}
+
+// errNoInotify is statWatch's err where it was chosen without inotify
+// being tried.
+var errNoInotify = errors.New("wake: inotify not used")

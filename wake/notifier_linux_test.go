@@ -225,6 +225,8 @@ func TestReaderFindsReplica(t *testing.T) {
 // changeOnDemand reports a change only to a synchronous check, once armed.
 type changeOnDemand struct{ armed bool }
 
+func (c *changeOnDemand) err() error { return nil }
+
 func (c *changeOnDemand) changed(now bool) bool {
 	if now && c.armed {
 		c.armed = false
@@ -509,5 +511,41 @@ func TestRemoveSleepers(t *testing.T) {
 		}
 		shmtest.AssertPresent(t, path, target)
 		os.Remove(path)
+	}
+}
+
+// WatchErr is nil while inotify follows the wake directory, and says why
+// once the Notifier follows it by its modification time instead: here a
+// file where the directory should be, which the directory watch refuses
+// (IN_ONLYDIR), after which puts still find no FIFO and say nothing.
+func TestNotifierWatchErr(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		make    func(path string) error
+		refused error
+	}{
+		{"directory", func(path string) error { return os.Mkdir(path, 0o700) }, nil},
+		{"no directory yet", func(string) error { return nil }, nil},
+		{"a file at its name", func(path string) error { return os.WriteFile(path, nil, 0o600) }, unix.ENOTDIR},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "wake")
+			if err := tc.make(dir); err != nil {
+				t.Fatal(err)
+			}
+			n := newNotifier(t, dir)
+			inotifyOf(t, n)
+			if err := n.WatchErr(); err != nil {
+				t.Fatalf("before a put: %v", err)
+			}
+			n.Notify("1")
+			if err := n.WatchErr(); !errors.Is(err, tc.refused) || (err == nil) != (tc.refused == nil) {
+				t.Fatalf("after a put: %v, want %v", err, tc.refused)
+			}
+			n.Close()
+			if err := n.WatchErr(); err != nil {
+				t.Fatalf("closed: %v", err)
+			}
+		})
 	}
 }

@@ -314,6 +314,7 @@ func TestCloseRemovesFIFOAndEmptyDir(t *testing.T) {
 type neverChanged struct{}
 
 func (neverChanged) changed(bool) bool { return false }
+func (neverChanged) err() error        { return nil }
 func (neverChanged) close() error      { return nil }
 
 func TestNotifierCache(t *testing.T) {

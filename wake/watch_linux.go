@@ -68,7 +68,7 @@ func newWatcher(dir string) watcher { return newInotifyWatch(dir, true) }
 func newInotifyWatch(dir string, background bool) watcher {
 	fs, err := fswatch.New(background)
 	if err != nil {
-		return &statWatch{dir: dir}
+		return &statWatch{dir: dir, why: err}
 	}
 	return &inotifyWatch{dir: dir, parent: filepath.Dir(dir), base: filepath.Base(dir), fs: fs}
 }
@@ -138,7 +138,7 @@ func (w *inotifyWatch) arm() bool {
 		w.checks++
 		pfs, err := fswatch.New(false)
 		if err != nil {
-			w.fallBack()
+			w.fallBack(err)
 			return true
 		}
 		w.pfs = pfs
@@ -148,7 +148,7 @@ func (w *inotifyWatch) arm() bool {
 		w.lookups++
 		pw, err := w.pfs.AddEntry(w.parent, w.base, parentMask)
 		if err != nil {
-			w.fallBack()
+			w.fallBack(err)
 			return true
 		}
 		w.pw, w.pseen = pw, pw.Epoch()
@@ -180,7 +180,7 @@ func (w *inotifyWatch) watchDir() bool {
 	case errors.Is(err, unix.ENOENT):
 		return false
 	}
-	w.fallBack()
+	w.fallBack(err)
 	return true
 }
 
@@ -208,10 +208,17 @@ func (w *inotifyWatch) drainParent() bool {
 	return maybe
 }
 
-// fallBack replaces inotify with the mtime check for good.
-func (w *inotifyWatch) fallBack() {
-	w.stat = &statWatch{dir: w.dir}
+// fallBack replaces inotify with the mtime check for good, because of why.
+func (w *inotifyWatch) fallBack(why error) {
+	w.stat = &statWatch{dir: w.dir, why: why}
 	w.release()
+}
+
+func (w *inotifyWatch) err() error {
+	if w.stat != nil {
+		return w.stat.err()
+	}
+	return nil
 }
 
 // release stops the reader and closes both instances; it waits for the
