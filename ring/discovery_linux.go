@@ -196,13 +196,25 @@ func (t *Transport) reapReadersLocked() {
 	}
 }
 
+// setWatchErrLocked notes why the ring directory is not watched (nil: it
+// is), and tells onUnwatch when discovery starts to go without the watch;
+// not for a directory that vanished before its watch was added (ENOENT),
+// which the next discovery watches again. t.mu is held.
+func (t *Transport) setWatchErrLocked(err error) {
+	failing := func(err error) bool { return err != nil && !errors.Is(err, unix.ENOENT) }
+	if failing(err) && !failing(t.watchErr) && t.onUnwatch != nil {
+		t.onUnwatch(err)
+	}
+	t.watchErr = err
+}
+
 // watcherLocked starts the watcher on first need; nil if it cannot run,
 // or its background reader stopped: the stat stamp is then the only
 // discovery signal, for good. t.mu is held.
 func (t *Transport) watcherLocked() *watcher {
 	if t.watch != nil {
 		if err := t.watch.fs.Err(); err != nil {
-			t.watchErr = err
+			t.setWatchErrLocked(err)
 			t.watch.close()
 			t.watch, t.watchFailed = nil, true
 			t.publishLocked()
@@ -211,7 +223,8 @@ func (t *Transport) watcherLocked() *watcher {
 	if t.watch == nil && !t.watchFailed {
 		w, err := newWatcher()
 		if err != nil {
-			t.watchErr, t.watchFailed = err, true
+			t.setWatchErrLocked(err)
+			t.watchFailed = true
 			return nil
 		}
 		t.watch = w
@@ -274,9 +287,9 @@ func (t *Transport) discover(ek edgeKey, tried []*reader) ([]*reader, error) {
 	}
 	if w != nil && w.current() == nil {
 		if err := w.watchDir(dir); err != nil {
-			t.watchErr = err
+			t.setWatchErrLocked(err)
 		} else {
-			t.watchErr = nil
+			t.setWatchErrLocked(nil)
 			gen = w.epoch()
 			if err := unix.Stat(dir, &st); err != nil { // markers made before the watch
 				t.mu.Unlock()

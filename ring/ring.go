@@ -38,6 +38,13 @@ type Options struct {
 	// and its per-key path go on. It runs under the Transport's lock and
 	// must not call the Transport; the connector logs it.
 	OnCorrupt func(name string, err error)
+	// OnWatchFailure is called when discovery starts to go without its
+	// inotify watch of the ring directory (no instance to be had, a watch
+	// the kernel refused, a reader that stopped), with the cause (see
+	// WatchErr): producers are then found by the directory's stamp, a stat
+	// per miss. It runs under the Transport's lock and must not call the
+	// Transport; the connector logs it.
+	OnWatchFailure func(err error)
 	// OnCreate is called after this process creates a ring file, OnRemove
 	// after it unlinks one (a crash watchdog can track them).
 	OnCreate func(path string)

@@ -25,6 +25,7 @@ type Transport struct {
 	capacity  uint64
 	onFailure func(from, to string, err error) // nil: say nothing
 	onReject  func(name string, err error)     // nil: say nothing
+	onUnwatch func(err error)                  // nil: say nothing
 	onCreate  func(string)
 	onRemove  func(string)
 	onRetire  func(descriptor.RingHandle, Retirement) // nil: say nothing
@@ -70,6 +71,7 @@ func New(opts Options) (*Transport, error) {
 		capacity:  align16(uint64(opts.Capacity)),
 		onFailure: opts.OnSetupFailure,
 		onReject:  opts.OnCorrupt,
+		onUnwatch: opts.OnWatchFailure,
 		onCreate:  opts.OnCreate,
 		onRemove:  opts.OnRemove,
 		onRetire:  opts.OnRetire,

@@ -674,3 +674,34 @@ func TestDeclinedFrameStaysReady(t *testing.T) {
 		}
 	}
 }
+
+// Discovery without its watcher tells OnWatchFailure once, with the cause
+// WatchErr gives, however many misses follow; with the watcher, never.
+func TestOnWatchFailure(t *testing.T) {
+	for _, watched := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watcher=%v", watched), func(t *testing.T) {
+			defer setWatcher(watched)()
+			sc := shmtest.Scope(t)
+			p := newTransport(t, sc, 4096)
+			var told []error
+			r, err := New(Options{Names: scope.New(sc), Capacity: 4096, OnWatchFailure: func(err error) { told = append(told, err) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			mustPut(t, p, "0", "1", "first", []byte{1})
+			mustGet(t, r, "0", "1", "first", nil)
+			for i := range 10 {
+				mustMiss(t, r, "0", "1", fmt.Sprintf("missing-%d", i), nil)
+			}
+			mustPut(t, p, "0", "1", "second", []byte{2})
+			mustGet(t, r, "0", "1", "second", nil)
+			switch {
+			case watched && len(told) != 0:
+				t.Fatalf("watched, yet told %v", told)
+			case !watched && (len(told) != 1 || !errors.Is(told[0], errWatcherOff) || r.WatchErr() != told[0]):
+				t.Fatalf("told %v, WatchErr %v; want errWatcherOff once", told, r.WatchErr())
+			}
+		})
+	}
+}
