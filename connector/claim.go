@@ -99,6 +99,11 @@ func (c *SHM) WaitClaimed(ctx context.Context, d Descriptor) error {
 	if id.seg {
 		watched = c.shmWatch.acquire()
 		defer c.shmWatch.release()
+		if !watched {
+			if err := c.shmWatch.failure(); err != nil {
+				c.watchFailed("claims of per-key publications", err)
+			}
+		}
 	}
 	if watched {
 		backoff, ceiling = watchedPollMin, watchedPollMax

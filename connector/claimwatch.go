@@ -29,6 +29,7 @@ type shmWatch struct {
 	w      *fswatch.Watch   // nil while nobody waits
 	users  int
 	failed bool          // no watch can be had: waiters poll
+	why    error         // why, when failed
 	others chan struct{} // closed by the waiter that takes a notification
 	closed bool
 }
@@ -61,14 +62,14 @@ func (s *shmWatch) watchLocked() bool {
 	if s.fs == nil {
 		fs, err := fswatch.New(true)
 		if err != nil {
-			s.failed = true
+			s.failed, s.why = true, err
 			return false
 		}
 		s.fs = fs
 	}
 	if !s.fs.Background() {
 		// Its reader stopped: nothing would announce an event any more.
-		s.failed = true
+		s.failed, s.why = true, s.fs.Err()
 		return false
 	}
 	if s.w != nil && !s.w.Lost() {
@@ -79,11 +80,22 @@ func (s *shmWatch) watchLocked() bool {
 	}
 	w, err := s.fs.Add(scope.ShmDir, shmEvents)
 	if err != nil {
-		s.w, s.failed = nil, true
+		s.w, s.failed, s.why = nil, true, err
 		return false
 	}
 	s.w = w
 	return true
+}
+
+// failure is why no watch can be had, once none can (nil before, or after
+// Close).
+func (s *shmWatch) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	return s.why
 }
 
 // channels are what a waiter selects on: the instance's notification

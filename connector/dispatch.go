@@ -225,11 +225,13 @@ func (c *SHM) dispatch() *dispatcher {
 func (d *dispatcher) watchHints() {
 	w, err := fswatch.New(false)
 	if err != nil {
+		d.c.watchFailed("per-key hints", err)
 		return
 	}
 	x, err := w.AddNamed(scope.ShmDir, unix.IN_CLOSE_WRITE, d.hint)
 	if err != nil {
 		w.Close()
+		d.c.watchFailed("per-key hints", err)
 		return
 	}
 	d.shm, d.shmWatch = w, x
@@ -724,6 +726,7 @@ func (d *dispatcher) serve(woke, ticked bool) time.Time {
 	}
 	if ticked {
 		d.syncHints() // the per-key puts that sent no wakeup
+		d.c.noteNotifierWatch()
 	}
 	now := time.Now()
 	var wakes uint64
@@ -1111,6 +1114,7 @@ func (d *dispatcher) rewatchHints() {
 	d.shmWatch.Remove()
 	x, err := d.shm.AddNamed(scope.ShmDir, unix.IN_CLOSE_WRITE, d.hint)
 	if err != nil {
+		d.c.watchFailed("per-key hints", err)
 		d.shm.Close()
 		d.shm, d.shmWatch = nil, nil
 		d.mu.Lock()

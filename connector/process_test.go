@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 		"fanout":        roleFanoutProducer,
 		"batchproducer": roleBatchProducer,
 		"asnobody":      roleAsNobody,
+		"noinotify":     roleNoInotify,
 	})
 }
 

@@ -49,6 +49,7 @@ type SHM struct {
 
 	ringFallbacks                atomic.Uint64 // puts and gets are counted in stats alone
 	watchdogWarned, unsafeWarned atomic.Bool
+	inotifyWarned                atomic.Bool // watchFailed said so
 	ringDirTracked               atomic.Bool
 	fifos                        []string // tracked with the watchdog (crash.go)
 	stats                        stats    // per-edge figures (stats.go)
@@ -78,9 +79,10 @@ func Open(opts Options) (*SHM, error) {
 		OnCorrupt: func(name string, err error) {
 			c.log.Warn("host ring rejected as corrupt; not attached again until it changes", "ring", name, "err", err)
 		},
-		OnCreate: c.trackRing, // stats: the watchdog's c.track, and Stats().Rings
-		OnRemove: c.forgetRing,
-		OnRetire: c.claims.ringRetired, // claim.go: the claims ledger
+		OnWatchFailure: func(err error) { c.watchFailed("ring discovery", err) },
+		OnCreate:       c.trackRing, // stats: the watchdog's c.track, and Stats().Rings
+		OnRemove:       c.forgetRing,
+		OnRetire:       c.claims.ringRetired, // claim.go: the claims ledger
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connector: open: %w", err)
@@ -89,6 +91,7 @@ func Open(opts Options) (*SHM, error) {
 	c.claimer = segment.Claimer{Dir: scope.ShmDir, WillRemove: c.trackSegment, OnRemove: c.forget}
 	if !opts.DisableWakeups && wake.Enabled() {
 		c.notifier = wake.NewNotifier(c.names.WakeDir)
+		c.noteNotifierWatch()
 		if opts.StageID != NoStage {
 			c.trackDir(c.names.WakeDir)
 			if c.waiter, err = wake.OpenReceiver(c.names.WakeDir, string(opts.StageID)); err != nil {
@@ -109,6 +112,31 @@ func Open(opts Options) (*SHM, error) {
 		}
 	}
 	return c, nil
+}
+
+// watchFailed says, once per connector, that a part of it (what) goes
+// without inotify, and why: it polls instead, and keeps working. Ring
+// discovery then stats the ring directory on every miss, a put that may
+// have to wake a stage stats the wake directory, and the receive
+// dispatcher tries every waited key at each safety re-poll without
+// backing off. The usual cause is the per-user limit on inotify instances
+// (fs.inotify.max_user_instances, 128 by default on many systems; each
+// process of the user holds some) or watches (max_user_watches).
+func (c *SHM) watchFailed(what string, err error) {
+	if !c.inotifyWarned.Swap(true) {
+		c.log.Warn("omnishm: inotify unavailable; polling instead (see fs.inotify.max_user_instances)", "for", what, "err", err)
+	}
+}
+
+// noteNotifierWatch reports the wake directory going without inotify,
+// which the Notifier finds when it is made or at a put.
+func (c *SHM) noteNotifierWatch() {
+	if c.notifier == nil || c.inotifyWarned.Load() {
+		return
+	}
+	if err := c.notifier.WatchErr(); err != nil {
+		c.watchFailed("wakeups", err)
+	}
 }
 
 // Put implements Transport. The payload is copied (into the ring or a

@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -72,14 +73,32 @@ func open(tb testing.TB, o connector.Options) *connector.SHM {
 }
 
 // Warnings is a slog.Handler that counts the records of level Warn and
-// above logged through it; the zero value is ready.
-type Warnings struct{ n atomic.Int32 }
+// above logged through it, and keeps their messages; the zero value is
+// ready.
+type Warnings struct {
+	n    atomic.Int32
+	mu   sync.Mutex
+	msgs []string
+}
 
 // Logger returns a logger writing to w.
 func (w *Warnings) Logger() *slog.Logger { return slog.New(w) }
 
 // Count is the number of warnings logged so far.
 func (w *Warnings) Count() int { return int(w.n.Load()) }
+
+// Containing is the number of warnings so far whose message contains s.
+func (w *Warnings) Containing(s string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, m := range w.msgs {
+		if strings.Contains(m, s) {
+			n++
+		}
+	}
+	return n
+}
 
 // Enabled implements slog.Handler: every level reaches Handle.
 func (w *Warnings) Enabled(context.Context, slog.Level) bool { return true }
@@ -88,6 +107,9 @@ func (w *Warnings) Enabled(context.Context, slog.Level) bool { return true }
 func (w *Warnings) Handle(_ context.Context, r slog.Record) error {
 	if r.Level >= slog.LevelWarn {
 		w.n.Add(1)
+		w.mu.Lock()
+		w.msgs = append(w.msgs, r.Message)
+		w.mu.Unlock()
 	}
 	return nil
 }
