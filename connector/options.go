@@ -76,7 +76,8 @@ type Options struct {
 	// per waiter). Zero means DefaultSpin; a negative value never spins.
 	Spin time.Duration
 	// Logger receives the connector's warnings: one per edge whose ring
-	// cannot be set up, a wakeup FIFO or crash watchdog that is unavailable.
+	// cannot be set up, a wakeup FIFO or crash watchdog that is unavailable,
+	// inotify that is (the connector polls instead; said once).
 	// Nil means slog.Default(); slog.New(slog.DiscardHandler) silences them.
 	// Errors are returned, never logged.
 	Logger *slog.Logger
