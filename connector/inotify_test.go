@@ -22,8 +22,9 @@ import (
 
 // A process whose user has no inotify instance left (the per-user limit,
 // 128 on many systems, is reached) still delivers on both paths, by
-// polling, and each of its connectors says so once: a child run as a user of its
-// own takes every instance that user may have, then opens its connectors.
+// polling, and each of its connectors says so once: a child run as a user
+// of its own takes every instance that user may have, then opens its
+// connectors.
 func TestNoInotifyInstanceLeft(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a child as a user of its own")
