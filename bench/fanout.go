@@ -171,11 +171,12 @@ func timeFanout(r *runner, c *cell) error {
 		CPUPerMsgUs: float64(delivery[0]) / float64(time.Microsecond) / float64(n),
 		HarnessUs:   float64(delivery[1]) / float64(time.Microsecond), PipedRounds: rounds}
 	if rounds > 0 {
-		res.PipedCPUPerMsgUs = float64(delivery[2]-int64(rounds)*delivery[1]) / float64(time.Microsecond) / float64(rounds*n)
-		res.PipedGCPerMsgUs = float64(delivery[3]) / float64(time.Microsecond) / float64(rounds*n)
+		msgs := float64(rounds * n)
+		res.PipedCPUPerMsgUs = float64(delivery[2]-int64(rounds)*delivery[1]) / float64(time.Microsecond) / msgs
+		res.PipedGCPerMsgUs = float64(delivery[3]) / float64(time.Microsecond) / msgs
 		res.PipedGCCycles = int(delivery[4])
-		res.PipedAllocBytesPerMsg = float64(delivery[5]) / float64(rounds*n)
-		res.PipedAllocsPerMsg = float64(delivery[6]) / float64(rounds*n)
+		res.PipedAllocBytesPerMsg = float64(delivery[5]) / msgs
+		res.PipedAllocsPerMsg = float64(delivery[6]) / msgs
 	}
 	if idle[1] > 0 {
 		res.IdleCPUPct = 100 * float64(idle[0]) / float64(idle[1])

@@ -3,7 +3,6 @@
 package wake
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -397,7 +396,7 @@ func (n *Notifier) Close() error {
 // fallback where inotify is unavailable.
 type statWatch struct {
 	dir     string
-	why     error // what inotify refused, when it stands in for inotify
+	why     error // what inotify refused: why it stands in for inotify
 	last    dirStamp
 	recheck bool // the last stamp was racy: rescan even if it is unchanged
 }
@@ -416,13 +415,4 @@ func (w *statWatch) changed(bool) bool {
 
 func (w *statWatch) close() error { return nil }
 
-func (w *statWatch) err() error {
-	if w.why == nil {
-		return errNoInotify
-	}
-	return w.why
-}
-
-// errNoInotify is statWatch's err where it was chosen without inotify
-// being tried.
-var errNoInotify = errors.New("wake: inotify not used")
+func (w *statWatch) err() error { return w.why }

@@ -352,7 +352,7 @@ func TestLateFIFOFound(t *testing.T) {
 		{"mtime fallback", func(t *testing.T, dir string, n *Notifier) {
 			openReceiver(t, dir, "2")
 			n.watch.close()
-			n.watch = &statWatch{dir: dir}
+			n.watch = &statWatch{dir: dir, why: errors.New("the stat fallback, for the test")}
 		}},
 		{"receiver replaced", func(t *testing.T, dir string, n *Notifier) {
 			old := openReceiver(t, dir, "1")
