@@ -55,6 +55,89 @@ func (t *Transport) Put(from, to, key string, kind Kind, size int, write func(ds
 	return p.put(&t.stats, key, kind, total, size, write)
 }
 
+// A Frame is one publication of PutMany: Put's arguments, and, once
+// PutMany has tried it, what Put would have returned.
+type Frame struct {
+	Key   string
+	Kind  Kind
+	Size  int
+	Write func(dst []byte) error // as Put's write: under the ring lock, dst not kept
+
+	Handle descriptor.RingHandle // set by PutMany
+	OK     bool                  // set by PutMany: false is Put's refusal, or an error
+	Err    error                 // set by PutMany
+}
+
+// PutMany publishes frames on edge from->to in order, each as Put would,
+// under one ring lock: a producer with several frames queued makes one
+// flock pair for all of them, not one each, and its receivers meet the
+// lock held once. A frame Put would refuse is refused alone; the others
+// still go. It stops after the first frame that fails with an error (a
+// failed lock, a write that failed) and returns how many frames it
+// tried, whose Handle, OK and Err it set; the rest are untouched.
+func (t *Transport) PutMany(from, to string, frames []Frame) int {
+	if len(frames) == 0 {
+		return 0
+	}
+	if t.capacity == 0 || !scope.IsNumeric(from) || !scope.IsNumeric(to) {
+		for i := range frames {
+			frames[i].Handle, frames[i].OK, frames[i].Err = descriptor.RingHandle{}, false, nil
+		}
+		return len(frames)
+	}
+	p, err := t.producer(edgeKey{from, to})
+	if p == nil || err != nil {
+		frames[0].Handle, frames[0].OK, frames[0].Err = descriptor.RingHandle{}, false, err
+		if err != nil {
+			return 1
+		}
+		for i := range frames[1:] {
+			frames[1+i].Handle, frames[1+i].OK, frames[1+i].Err = descriptor.RingHandle{}, false, nil
+		}
+		return len(frames)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		frames[0].Handle, frames[0].OK, frames[0].Err = descriptor.RingHandle{}, false, ErrClosed
+		return 1
+	}
+	return p.putMany(&t.stats, frames)
+}
+
+// putMany is PutMany under p.mu.
+func (p *producer) putMany(c *counters, frames []Frame) int {
+	if err := c.flock(p.m.fd, unix.LOCK_EX); err != nil {
+		frames[0].Handle, frames[0].OK, frames[0].Err = descriptor.RingHandle{}, false, fmt.Errorf("ring: lock %s: %w", p.name, err)
+		return 1
+	}
+	defer c.flock(p.m.fd, unix.LOCK_UN)
+	tail, err := p.reclaimTail()
+	if err != nil {
+		frames[0].Handle, frames[0].OK, frames[0].Err = descriptor.RingHandle{}, false, err
+		return 1
+	}
+	for i := range frames {
+		f := &frames[i]
+		f.Handle, f.OK, f.Err = descriptor.RingHandle{}, false, nil
+		total := frameTotal(len(f.Key), f.Size)
+		switch {
+		case f.Kind != KindBytes && f.Kind != KindTensors:
+			f.Err = fmt.Errorf("ring: put %q: kind %v is not a payload kind", f.Key, f.Kind)
+		case total == 0 || total > p.m.capacity/4 || len(f.Key) > maxKeyLen:
+			continue // Put's refusal before the lock
+		default:
+			f.Handle, f.OK, tail, f.Err = p.publish(f.Key, f.Kind, total, f.Size, tail, f.Write)
+		}
+		if f.Err != nil {
+			p.ix.prune(tail)
+			return i + 1
+		}
+	}
+	p.ix.prune(tail) // as put: once, with the new frames in the index
+	return len(frames)
+}
+
 // Unclaimed lists the frames of this Transport's own rings that still wait
 // for a receiver (ready, as its producer reads them now), as Put returned
 // them; nil when there are none. A producer that waits for its receivers
