@@ -3,6 +3,10 @@
 package connector
 
 import (
+	"errors"
+
+	"omnishm/frame"
+	"omnishm/keys"
 	"omnishm/ring"
 )
 
@@ -45,3 +49,142 @@ func (c *SHM) TakeReady(from string, keys []string, deliver func(key string, m M
 	}
 	return n, err
 }
+
+// BatchPutter is a Transport that also publishes several payloads of one
+// edge in one pass: a stream producer with chunks queued locks the edge's
+// ring once for all of them instead of once each.
+type BatchPutter interface {
+	Transport
+	// PutMany is Put of each of puts on edge from->to, in order: each
+	// one's Size, Descriptor and Err are what its Put would have
+	// returned. It returns how many puts it tried. It tries none after
+	// one that failed; those tried in the same pass as it may still have
+	// been published, as their results say.
+	PutMany(from, to string, puts []Publication) int
+}
+
+// A Publication is one payload of PutMany, and what its put returned.
+type Publication struct {
+	Key     string
+	Payload any
+
+	Size       int        // set by PutMany, as Put's
+	Descriptor Descriptor // set by PutMany, as Put's
+	Err        error      // set by PutMany, as Put's
+}
+
+// maxRun and runBytes bound the frames PutMany writes under one ring
+// lock (at least one): a receiver waits for the lock while they are
+// written, and runs of larger frames cost a stream more in its receiver's
+// waits than the lock pairs they saved (stream.Sender's batchBytes).
+const (
+	maxRun   = 16
+	runBytes = 8 << 10
+)
+
+// PutMany implements BatchPutter. The frames the edge's ring takes are
+// written in runs of up to maxRun under one ring lock (ring.Transport.
+// PutMany), and a sleeping receiver of the stage is woken once per run;
+// a payload the ring refuses takes the per-key path as Put's would, and
+// one Put would treat on its own (a key whose per-key publication is
+// still recorded, a payload with no tensor frame) goes through Put.
+func (c *SHM) PutMany(from, to string, puts []Publication) int {
+	batch := c.ring.Capacity() > 0 && numeric(from) && numeric(to)
+	for i := 0; i < len(puts); {
+		n, failed := 0, false
+		if batch {
+			n, failed = c.putRun(from, to, puts[i:])
+		}
+		if n == 0 {
+			p := &puts[i]
+			p.Size, p.Descriptor, p.Err = c.Put(from, to, p.Key, p.Payload)
+			n, failed = 1, p.Err != nil
+		}
+		if i += n; failed {
+			return i
+		}
+	}
+	return len(puts)
+}
+
+// putRun publishes the run of puts from puts[0] on that can share one
+// ring pass, and returns how many it tried (0: puts[0] needs Put) and
+// whether one of them failed.
+func (c *SHM) putRun(from, to string, puts []Publication) (tried int, failed bool) {
+	start := c.stats.start() // stats: 0 unless MeasureLatency
+	var (
+		frames   [maxRun]ring.Frame
+		tickets  [maxRun]putTicket
+		prepared [maxRun]*frame.Prepared
+	)
+	k, bytes := 0, 0
+	for ; k < len(puts) && k < maxRun; k++ {
+		key := puts[k].Key
+		if c.closed.Load() || keys.Check(key) != nil || edgeError("put", key, from, to) != nil {
+			break // Put says why
+		}
+		t, err := c.beginPut(key)
+		if err != nil {
+			break
+		}
+		if t.replacing {
+			c.endPut(key, t, Descriptor{}, errNotTried) // Put retires the earlier one
+			break
+		}
+		p, err := frame.Prepare(puts[k].Payload, c.ring.MaxPayload(key))
+		if err != nil {
+			c.endPut(key, t, Descriptor{}, err) // Put's plain form, or its error
+			break
+		}
+		if k > 0 && bytes+p.Size() > runBytes {
+			// The next run's first: a receiver waits for the lock while a
+			// run is written.
+			p.Release()
+			c.endPut(key, t, Descriptor{}, errNotTried)
+			break
+		}
+		bytes += p.Size()
+		kind := ring.KindBytes
+		if p.Tensors() {
+			kind = ring.KindTensors
+		}
+		frames[k] = ring.Frame{Key: key, Kind: kind, Size: p.Size(), Write: p.Write}
+		tickets[k], prepared[k] = t, p
+	}
+	if k == 0 {
+		return 0, false
+	}
+	c.trackRingDir()
+	tried = c.ring.PutMany(from, to, frames[:k])
+	for _, p := range prepared[:k] {
+		p.Release()
+	}
+	woken := false
+	for j := range k {
+		p, f := &puts[j], &frames[j]
+		switch {
+		case j >= tried: // after a ring error: not published
+			c.endPut(p.Key, tickets[j], Descriptor{}, errNotTried)
+			continue
+		case f.Err != nil:
+			p.Size, p.Descriptor, p.Err = 0, Descriptor{}, keyError("put", p.Key, f.Err)
+		case f.OK:
+			d := f.Handle
+			c.stats.put(from, to, PathRing, d.Size, start) // stats
+			p.Size, p.Descriptor, p.Err = d.Size, Descriptor{HostRing: &d, Size: d.Size}, nil
+			woken = true
+		default: // refused (ring full): Put's per-key path
+			p.Size, p.Descriptor, p.Err = c.put(from, to, p.Key, p.Payload, false)
+		}
+		failed = failed || p.Err != nil
+		c.endPut(p.Key, tickets[j], p.Descriptor, p.Err)
+	}
+	if woken {
+		c.published(to, true)
+	}
+	return tried, failed
+}
+
+// errNotTried settles a put admitted to the claims ledger that a run did
+// not publish: the ledger records nothing for it.
+var errNotTried = errors.New("connector: put not tried")

@@ -169,6 +169,34 @@ func ExampleSHM_WaitClaimed() {
 	// true
 }
 
+// A producer with several payloads of one edge ready puts them in one
+// pass: the ring's lock is taken once for the frames it takes. Each
+// Publication gets what its Put would have returned.
+func ExampleSHM_PutMany() {
+	producer, consumer := openStages(fmt.Sprintf("putmany-example-%d", os.Getpid()))
+	defer producer.Close()
+	defer consumer.Close()
+
+	puts := []connector.Publication{
+		{Key: "req-1_0_0", Payload: map[string]any{"text": "one"}},
+		{Key: "req-1_0_1", Payload: map[string]any{"text": "two"}},
+		{Key: "bad key/", Payload: map[string]any{"text": "never put"}},
+		{Key: "req-1_0_2", Payload: map[string]any{"text": "not tried"}},
+	}
+	fmt.Println("tried:", producer.PutMany("0", "1", puts))
+	for _, p := range puts[:3] {
+		fmt.Println(p.Key, p.Descriptor.HostRing != nil, errors.Is(p.Err, connector.ErrBadKey))
+	}
+	v, _, _, _ := consumer.Get("0", "1", "req-1_0_1", nil)
+	fmt.Println(v.(map[string]any)["text"])
+	// Output:
+	// tried: 3
+	// req-1_0_0 true false
+	// req-1_0_1 true false
+	// bad key/ false true
+	// two
+}
+
 // openStages opens stages 0 and 1 of one deployment scope, as Example does.
 func openStages(scope string) (producer, consumer *connector.SHM) {
 	producer, err := connector.Open(connector.Options{StageID: "0", WakeupScope: scope})
