@@ -42,7 +42,9 @@ type SenderOptions struct {
 // Sender puts the chunk streams of many requests on one edge (from, to).
 // Send and Finish enqueue; one background goroutine puts the chunks in the
 // order they were enqueued, so the chunks of a request are published in
-// index order. It is safe for concurrent use.
+// index order; over a connector.BatchPutter, small chunks queued together
+// go in one pass (one ring lock for them all). It is safe for concurrent
+// use.
 //
 // Ownership: a payload passed to Send or Finish (and every tensor in it)
 // belongs to the Sender until its chunk has been put; the connector copies
@@ -280,6 +282,12 @@ func (s *Sender) nudge() {
 // run is the worker: it takes ops in order and performs them.
 func (s *Sender) run() {
 	defer close(s.done)
+	batch, _ := s.t.(connector.BatchPutter)
+	var (
+		run  []op // o and the chunks queued behind it, put together
+		pubs []connector.Publication
+		last = batchBytes // the size of the last chunk put: the first goes alone
+	)
 	for {
 		s.mu.Lock()
 		for len(s.queue) == 0 {
@@ -295,41 +303,110 @@ func (s *Sender) run() {
 		s.queue[0] = op{}
 		s.queue = s.queue[1:]
 		skip := s.abort || s.err != nil
+		run = append(run[:0], o)
+		if batch != nil && o.chunk != nil && !skip {
+			// The chunks queued right behind it go in the same pass: one
+			// ring lock for them all. As many as, at the size of the last
+			// chunk put, make batchBytes: the next chunks are likely its
+			// size, and larger runs made the receivers wait on the lock
+			// (and the caller on its recycled payloads) longer than the
+			// lock pairs they saved.
+			limit := min(maxBatch, max(1, batchBytes/max(1, last)))
+			for len(s.queue) > 0 && len(run) < limit && s.queue[0].chunk != nil {
+				run = append(run, s.queue[0])
+				s.queue[0] = op{}
+				s.queue = s.queue[1:]
+			}
+		}
 		s.mu.Unlock()
 
-		if o.flushed != nil {
+		switch {
+		case o.flushed != nil:
 			close(o.flushed)
 			continue
-		}
-		if o.release != nil {
+		case o.release != nil:
 			s.released(o.request)
 			n := s.t.CleanupPrefix(o.prefix)
 			s.reclaimed.Add(int64(n))
 			o.release <- n
 			continue
-		}
-		if skip {
+		case skip:
 			s.dropped.Add(1)
-		} else if _, d, err := s.t.Put(s.from, s.to, Key(o.request, s.from, o.n), o.chunk); err != nil {
-			s.mu.Lock()
-			if s.err == nil {
-				// The stream's one layer of context: what the caller sent.
-				s.err = fmt.Errorf("stream: request %q chunk %d: %w", o.request, o.n, err)
+		case len(run) > 1:
+			pubs = s.putMany(batch, run, pubs)
+			if n := pubs[len(run)-1].Size; n > 0 {
+				last = n
 			}
-			s.mu.Unlock()
-		} else {
-			s.puts.Add(1)
-			s.note(o.request, o.n, d)
+			clear(pubs) // the payloads are the caller's again
+		default:
+			size, d, err := s.t.Put(s.from, s.to, Key(o.request, s.from, o.n), o.chunk)
+			s.putDone(o, d, err)
+			if size > 0 {
+				last = size
+			}
 		}
-		if s.opts.Recycle != nil {
-			s.opts.Recycle(o.payload)
-			clear(o.chunk) // keeps its memory; its meta map, one of bareMeta or the chunk's own, is left alone
-			s.mu.Lock()
-			s.spare = append(s.spare, o.chunk)
-			s.mu.Unlock()
+		for i := range run {
+			s.recycle(run[i])
+			run[i] = op{}
 		}
-		<-s.slots
 	}
+}
+
+// maxBatch and batchBytes bound the chunks the worker puts in one pass.
+// Measured across two processes (Sender to Reader, 20000 chunks): at
+// 8 KiB a run of 512 B chunks cost 5.4-6.1 µs a chunk against 9.8 one by
+// one, and 4 KiB to 64 KiB chunks the same as one by one; at 16 KiB two
+// 7 KiB chunks a run cost 27-33 µs a chunk against 17-24.
+const (
+	maxBatch   = 16
+	batchBytes = 8 << 10
+)
+
+// putMany puts run's chunks in one pass (connector.BatchPutter); the
+// chunks after one that failed are dropped, as those queued behind it
+// are. pubs is scratch memory, returned for the next pass.
+func (s *Sender) putMany(batch connector.BatchPutter, run []op, pubs []connector.Publication) []connector.Publication {
+	pubs = pubs[:0]
+	for _, o := range run {
+		pubs = append(pubs, connector.Publication{Key: Key(o.request, s.from, o.n), Payload: o.chunk})
+	}
+	tried := batch.PutMany(s.from, s.to, pubs)
+	for i, o := range run {
+		if i >= tried {
+			s.dropped.Add(1)
+			continue
+		}
+		s.putDone(o, pubs[i].Descriptor, pubs[i].Err)
+	}
+	return pubs[:len(run)]
+}
+
+// putDone records what the put of o's chunk returned.
+func (s *Sender) putDone(o op, d connector.Descriptor, err error) {
+	if err != nil {
+		s.mu.Lock()
+		if s.err == nil {
+			// The stream's one layer of context: what the caller sent.
+			s.err = fmt.Errorf("stream: request %q chunk %d: %w", o.request, o.n, err)
+		}
+		s.mu.Unlock()
+		return
+	}
+	s.puts.Add(1)
+	s.note(o.request, o.n, d)
+}
+
+// recycle hands o's payload back (SenderOptions.Recycle) and frees its
+// queue slot, once its chunk was put or dropped.
+func (s *Sender) recycle(o op) {
+	if s.opts.Recycle != nil {
+		s.opts.Recycle(o.payload)
+		clear(o.chunk) // keeps its memory; its meta map, one of bareMeta or the chunk's own, is left alone
+		s.mu.Lock()
+		s.spare = append(s.spare, o.chunk)
+		s.mu.Unlock()
+	}
+	<-s.slots
 }
 
 // note remembers a chunk put, for Drain, when the transport tells claims.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -458,5 +459,115 @@ func TestDrainUnclaimed(t *testing.T) {
 	s := mustSender(t, newMem(), SenderOptions{})
 	if err := s.Drain(ctx); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("Drain over a transport without claims: %v", err)
+	}
+}
+
+// batchingTransport is a gatedTransport that also puts in batches
+// (connector.BatchPutter): it records each PutMany's keys and puts them
+// into mem, failing at failKey as a put would.
+type batchingTransport struct {
+	*gatedTransport
+	mem     *memTransport
+	failKey string
+
+	mu      sync.Mutex
+	batches [][]string
+}
+
+func (b *batchingTransport) PutMany(from, to string, puts []connector.Publication) int {
+	var keys []string
+	for _, p := range puts {
+		keys = append(keys, p.Key)
+	}
+	b.mu.Lock()
+	b.batches = append(b.batches, keys)
+	b.mu.Unlock()
+	for i := range puts {
+		p := &puts[i]
+		if p.Key == b.failKey {
+			p.Err = errBoom
+			return i + 1
+		}
+		p.Size, p.Descriptor, p.Err = b.mem.Put(from, to, p.Key, p.Payload)
+	}
+	return len(puts)
+}
+
+// Chunks queued behind a put go in one pass, up to 16, in order: the first
+// chunk alone (its size bounds the runs after it), then the 20 queued
+// while it was put as 16 and 4. A put that fails in a pass ends the
+// stream there: the chunks after it are dropped, none put.
+func TestSenderPutsQueuedChunksTogether(t *testing.T) {
+	keys := func(from, to int) []string {
+		var k []string
+		for n := from; n < to; n++ {
+			k = append(k, Key("r", "0", n))
+		}
+		return k
+	}
+	for _, tc := range []struct {
+		name    string
+		fail    int // the chunk whose put fails; -1: none
+		batches [][]string
+		put     int // chunks put: 0 .. put-1
+	}{
+		{"all", -1, [][]string{keys(1, 17), keys(17, 21)}, 21},
+		{"failing", 5, [][]string{keys(1, 17)}, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMem()
+			b := &batchingTransport{gatedTransport: newGated(m), mem: m}
+			if tc.fail >= 0 {
+				b.failKey = Key("r", "0", tc.fail)
+			}
+			s := mustSender(t, b, SenderOptions{})
+			ctx := context.Background()
+			for n := range 21 {
+				send := s.Send
+				if n == 20 {
+					send = s.Finish
+				}
+				if err := send(ctx, "r", map[string]any{"n": n}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if k := <-b.started; k != Key("r", "0", 0) {
+				t.Fatalf("first put %s", k)
+			}
+			// The other 20 are queued: let every put through from now on
+			// (one by one, they would each wait here).
+			done := make(chan struct{})
+			defer close(done)
+			go func() {
+				for {
+					select {
+					case b.gate <- struct{}{}:
+					case <-done:
+						return
+					}
+				}
+			}()
+			err := s.Close()
+			if tc.fail >= 0 {
+				if !errors.Is(err, errBoom) || !strings.Contains(err.Error(), fmt.Sprintf("chunk %d:", tc.fail)) {
+					t.Fatalf("Close: %v", err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if !slices.EqualFunc(b.batches, tc.batches, slices.Equal[[]string]) {
+				t.Fatalf("batches %v, want %v", b.batches, tc.batches)
+			}
+			for n := range 21 {
+				if m.has(Key("r", "0", n)) != (n < tc.put) {
+					t.Fatalf("chunk %d put: %v, want %v", n, m.has(Key("r", "0", n)), n < tc.put)
+				}
+			}
+			if s.Puts() != tc.put {
+				t.Fatalf("Puts %d, want %d", s.Puts(), tc.put)
+			}
+		})
 	}
 }
