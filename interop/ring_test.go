@@ -172,6 +172,39 @@ func TestGoRingProducerToPythonReceiver(t *testing.T) {
 	}
 }
 
+// Frames a Go producer wrote in one pass under one ring lock
+// (connector.SHM.PutMany, as a stream.Sender writes queued chunks) are
+// each read by the seed's Python receiver, by key and by descriptor, as
+// frames of single puts are.
+func TestGoPutManyToPythonReceiver(t *testing.T) {
+	s := shmtest.Scope(t)
+	sender := conntest.Open(t, s, "0", ring.DefaultCapacity)
+	receiver := conntest.Open(t, s, "1", ring.DefaultCapacity)
+	puts := []connector.Publication{
+		{Key: shmtest.Key("many-frame"), Payload: tensorPayload(11)},
+		{Key: shmtest.Key("many-plain"), Payload: plainPayload(12, false)},
+		{Key: shmtest.Key("many-frame-desc"), Payload: tensorPayload(13)},
+	}
+	if n := sender.PutMany("0", "1", puts); n != len(puts) {
+		t.Fatalf("tried %d of %d", n, len(puts))
+	}
+	for i, p := range puts {
+		if p.Err != nil || p.Descriptor.HostRing == nil {
+			t.Fatalf("put %d: %v, %v", i, p.Descriptor, p.Err)
+		}
+		desc := ""
+		if i == 2 {
+			desc = p.Descriptor.String()
+		}
+		r, data := pyGet(t, s, p.Key, desc, "10")
+		if r == nil || r.Size != p.Size {
+			t.Fatalf("%s: the Python receiver got %+v, want %d bytes", p.Key, r, p.Size)
+		}
+		checkTree(t, p.Key, p.Payload, decodeReceived(t, r, data))
+		missing(t, receiver, p.Key, nil)
+	}
+}
+
 // A Go ring producer skips the wakeup of a Go receiver that is awake
 // (wake.Notifier.NotifyRing), never a Python receiver's: Python keeps no
 // sleepers count. The Python receiver sleeps on its FIFO between gets and
