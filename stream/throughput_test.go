@@ -82,7 +82,7 @@ func roleStreamOut(args []string) int {
 // "one-by-one" is the same Sender without the connector's PutMany, so the
 // two tell what putting queued chunks in one pass saves.
 func BenchmarkSenderToReader(b *testing.B) {
-	for _, size := range []int{512, 4096} {
+	for _, size := range []int{512, 4096, 7168} {
 		for _, mode := range []string{"batched", "one-by-one"} {
 			b.Run(strconv.Itoa(size)+"/"+mode, func(b *testing.B) {
 				req := shmtest.Key("rate")
