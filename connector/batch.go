@@ -87,7 +87,8 @@ const (
 // PutMany), and a sleeping receiver of the stage is woken once per run;
 // a payload the ring refuses takes the per-key path as Put's would, and
 // one Put would treat on its own (a key whose per-key publication is
-// still recorded, a payload with no tensor frame) goes through Put.
+// still recorded, a payload over the ring's limit or that cannot be
+// encoded) goes through Put.
 func (c *SHM) PutMany(from, to string, puts []Publication) int {
 	batch := c.ring.Capacity() > 0 && numeric(from) && numeric(to)
 	for i := 0; i < len(puts); {
@@ -120,7 +121,7 @@ func (c *SHM) putRun(from, to string, puts []Publication) (tried int, failed boo
 	k, bytes := 0, 0
 	for ; k < len(puts) && k < maxRun; k++ {
 		key := puts[k].Key
-		if c.closed.Load() || keys.Check(key) != nil || edgeError("put", key, from, to) != nil {
+		if c.closed.Load() || keys.Check(key) != nil {
 			break // Put says why
 		}
 		t, err := c.beginPut(key)

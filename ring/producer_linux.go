@@ -74,32 +74,27 @@ type Frame struct {
 // lock held once. A frame Put would refuse is refused alone; the others
 // still go. It stops after the first frame that fails with an error (a
 // failed lock, a write that failed) and returns how many frames it
-// tried, whose Handle, OK and Err it set; the rest are untouched.
+// tried, whose Handle, OK and Err it set; the rest it leaves refused
+// (OK false, no error).
 func (t *Transport) PutMany(from, to string, frames []Frame) int {
-	if len(frames) == 0 {
-		return 0
+	for i := range frames {
+		frames[i].Handle, frames[i].OK, frames[i].Err = descriptor.RingHandle{}, false, nil
 	}
-	if t.capacity == 0 || !scope.IsNumeric(from) || !scope.IsNumeric(to) {
-		for i := range frames {
-			frames[i].Handle, frames[i].OK, frames[i].Err = descriptor.RingHandle{}, false, nil
-		}
-		return len(frames)
+	if len(frames) == 0 || t.capacity == 0 || !scope.IsNumeric(from) || !scope.IsNumeric(to) {
+		return len(frames) // every one refused
 	}
 	p, err := t.producer(edgeKey{from, to})
-	if p == nil || err != nil {
-		frames[0].Handle, frames[0].OK, frames[0].Err = descriptor.RingHandle{}, false, err
-		if err != nil {
-			return 1
-		}
-		for i := range frames[1:] {
-			frames[1+i].Handle, frames[1+i].OK, frames[1+i].Err = descriptor.RingHandle{}, false, nil
-		}
+	switch {
+	case err != nil:
+		frames[0].Err = err
+		return 1
+	case p == nil: // the edge is disabled: every one refused
 		return len(frames)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		frames[0].Handle, frames[0].OK, frames[0].Err = descriptor.RingHandle{}, false, ErrClosed
+		frames[0].Err = ErrClosed
 		return 1
 	}
 	return p.putMany(&t.stats, frames)
@@ -108,18 +103,17 @@ func (t *Transport) PutMany(from, to string, frames []Frame) int {
 // putMany is PutMany under p.mu.
 func (p *producer) putMany(c *counters, frames []Frame) int {
 	if err := c.flock(p.m.fd, unix.LOCK_EX); err != nil {
-		frames[0].Handle, frames[0].OK, frames[0].Err = descriptor.RingHandle{}, false, fmt.Errorf("ring: lock %s: %w", p.name, err)
+		frames[0].Err = fmt.Errorf("ring: lock %s: %w", p.name, err)
 		return 1
 	}
 	defer c.flock(p.m.fd, unix.LOCK_UN)
 	tail, err := p.reclaimTail()
 	if err != nil {
-		frames[0].Handle, frames[0].OK, frames[0].Err = descriptor.RingHandle{}, false, err
+		frames[0].Err = err
 		return 1
 	}
 	for i := range frames {
 		f := &frames[i]
-		f.Handle, f.OK, f.Err = descriptor.RingHandle{}, false, nil
 		total := frameTotal(len(f.Key), f.Size)
 		switch {
 		case f.Kind != KindBytes && f.Kind != KindTensors:
