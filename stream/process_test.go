@@ -111,6 +111,12 @@ func roleStallMany(args []string) int {
 			s.Send(context.Background(), req, map[string]any{"codes": map[string]any{"audio": codes(r, n)}})
 		}
 	}
+	return closeSaySent(s)
+}
+
+// closeSaySent ends a producer role: it closes s (every chunk put), says
+// "sent" and waits for a line; the role's exit status.
+func closeSaySent(s *Sender) int {
 	if err := s.Close(); err != nil {
 		shmtest.Say("error %v", err)
 		return 1

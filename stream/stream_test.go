@@ -765,13 +765,7 @@ func BenchmarkStream(b *testing.B) {
 					send(ctx, req, payload)
 				}
 			}()
-			for {
-				if _, err := rd.Next(ctx); err == io.EOF {
-					break
-				} else if err != nil {
-					b.Fatal(err)
-				}
-			}
+			readToEnd(b, ctx, rd)
 			b.StopTimer()
 			<-s.Release(req)
 		})
@@ -1036,5 +1030,18 @@ func BenchmarkRequestGoroutine(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// readToEnd reads rd's chunks to the end of its stream (io.EOF) and fails
+// tb on an error.
+func readToEnd(tb testing.TB, ctx context.Context, rd *Reader) {
+	tb.Helper()
+	for {
+		if _, err := rd.Next(ctx); err == io.EOF {
+			return
+		} else if err != nil {
+			tb.Fatal(err)
+		}
 	}
 }

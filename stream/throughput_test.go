@@ -4,7 +4,6 @@ package stream
 
 import (
 	"context"
-	"io"
 	"strconv"
 	"testing"
 
@@ -67,13 +66,7 @@ func roleStreamOut(args []string) int {
 			return 1
 		}
 	}
-	if err := s.Close(); err != nil {
-		shmtest.Say("error %v", err)
-		return 1
-	}
-	shmtest.Say("sent")
-	shmtest.Hear()
-	return 0
+	return closeSaySent(s)
 }
 
 // BenchmarkSenderToReader is a stream's rate across processes: a producer
@@ -100,13 +93,7 @@ func BenchmarkSenderToReader(b *testing.B) {
 				b.SetBytes(int64(size))
 				b.ResetTimer()
 				p.Send(b, "go")
-				for {
-					if _, err := rd.Next(ctx); err == io.EOF {
-						break
-					} else if err != nil {
-						b.Fatal(err)
-					}
-				}
+				readToEnd(b, ctx, rd)
 				b.StopTimer()
 				if rd.Received() != b.N {
 					b.Fatalf("%d chunks, want %d", rd.Received(), b.N)
