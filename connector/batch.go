@@ -75,8 +75,8 @@ type Publication struct {
 
 // maxRun and runBytes bound the frames PutMany writes under one ring
 // lock (at least one): a receiver waits for the lock while they are
-// written, and runs of larger frames cost a stream more in its receiver's
-// waits than the lock pairs they saved (stream.Sender's batchBytes).
+// written, and runs of larger frames made a stream slower, not faster
+// (stream.Sender's batchBytes says what was measured).
 const (
 	maxRun   = 16
 	runBytes = 8 << 10
