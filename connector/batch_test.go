@@ -119,3 +119,40 @@ func seq(start int64, n int) []int64 {
 	}
 	return s
 }
+
+// Receivers asleep in Recv, whose safety re-poll is an hour away, get
+// every payload of one PutMany pass: the pass wakes the stage once, and
+// the dispatcher claims what the pass put.
+func TestPutManyWakesSleepingReceivers(t *testing.T) {
+	send, recv := unpolledEdge(t)
+	var puts []connector.Publication
+	for i := range 4 {
+		puts = append(puts, connector.Publication{Key: shmtest.Key("woken"), Payload: conntest.Codes(8, int64(10*i))})
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), shmtest.Patience)
+	defer cancel()
+	got := make(chan error, len(puts))
+	for i, p := range puts {
+		go func() {
+			v, _, err := recv.Recv(ctx, "0", p.Key)
+			switch {
+			case err != nil:
+			case ctx.Err() != nil:
+				// A Recv whose wait ended still claims what is there.
+				err = errors.New(p.Key + ": taken only once the wait ended: no wakeup came")
+			case !slices.Equal(conntest.CodesOf(t, v), seq(int64(10*i), 8)):
+				err = errors.New(p.Key + ": wrong value")
+			}
+			got <- err
+		}()
+	}
+	waitSettled(t, recv, len(puts))
+	if n := send.PutMany("0", "1", puts); n != len(puts) {
+		t.Fatalf("tried %d", n)
+	}
+	for range puts {
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
