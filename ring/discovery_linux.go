@@ -66,11 +66,18 @@ func (t *Transport) Receive(from, to, key string, desc *descriptor.RingHandle, d
 	if desc != nil {
 		return t.getDescribed(key, desc, decode)
 	}
+	return t.ReceiveVouched(from, to, key, decode, nil)
+}
+
+// ReceiveVouched is Receive without a descriptor that skips the liveness
+// check of the producers v vouches for (see Vouch); a nil v vouches for
+// none.
+func (t *Transport) ReceiveVouched(from, to, key string, decode func(kind Kind, payload []byte) (any, error), v *Vouch) (Taken, bool, error) {
 	readers, current, ok := t.snapshot(from, to)
 	if !ok {
 		return Taken{}, false, nil
 	}
-	got, ok, sawDead, err := t.receiveFirst(readers, key, decode)
+	got, ok, sawDead, err := t.receiveFirst(readers, key, decode, v)
 	if ok || err != nil {
 		return got, ok, err
 	}
@@ -84,7 +91,7 @@ func (t *Transport) Receive(from, to, key string, desc *descriptor.RingHandle, d
 	if err != nil {
 		return Taken{}, false, err
 	}
-	got, ok, _, err = t.receiveFirst(fresh, key, decode)
+	got, ok, _, err = t.receiveFirst(fresh, key, decode, v)
 	return got, ok, err
 }
 
@@ -92,9 +99,9 @@ func (t *Transport) Receive(from, to, key string, desc *descriptor.RingHandle, d
 // the readers whose producer proves dead on the way; sawDead says whether
 // one did. A reader that can tell the key is absent misses without a lock
 // (reader.receive).
-func (t *Transport) receiveFirst(readers []*reader, key string, decode func(Kind, []byte) (any, error)) (got Taken, ok, sawDead bool, err error) {
+func (t *Transport) receiveFirst(readers []*reader, key string, decode func(Kind, []byte) (any, error), v *Vouch) (got Taken, ok, sawDead bool, err error) {
 	for _, r := range readers {
-		got, ok, dead, err := r.receive(&t.stats, key, nil, decode)
+		got, ok, dead, err := r.receive(&t.stats, key, nil, decode, v)
 		if dead && err != nil {
 			t.rejectReader(r, err)
 			continue

@@ -56,3 +56,33 @@ func ExampleClaimed() {
 	// false <nil>
 	// true <nil>
 }
+
+// A receiver that polls for a key checks the edge's producers between its
+// tries (Vouch), so the try that finds the frame claims it without a
+// liveness check of its own. A real loop vouches again every few
+// microseconds, not on every try.
+func ExampleTransport_Vouch() {
+	names := scope.New(fmt.Sprintf("example-vouch-%d", os.Getpid()))
+	producer, _ := ring.New(ring.Options{Names: names, Capacity: 4096})
+	defer producer.Close()
+	receiver, _ := ring.New(ring.Options{Names: names, Capacity: 4096})
+	defer receiver.Close()
+
+	decode := func(_ ring.Kind, b []byte) (any, error) { return string(b), nil }
+	var v ring.Vouch
+	for try := 0; try < 3; try++ {
+		receiver.Vouch("0", "1", &v)
+		got, ok, err := receiver.ReceiveVouched("0", "1", "req_0_2", decode, &v)
+		if ok || err != nil {
+			fmt.Printf("try %d: %q %v\n", try, got.Value, err)
+			break
+		}
+		fmt.Printf("try %d: miss\n", try)
+		payload := []byte("\xa3abc") // msgpack "abc"
+		producer.Put("0", "1", "req_0_2", ring.KindBytes, len(payload),
+			func(dst []byte) error { copy(dst, payload); return nil })
+	}
+	// Output:
+	// try 0: miss
+	// try 1: "\xa3abc" <nil>
+}

@@ -20,6 +20,7 @@ func TestMain(m *testing.M) {
 		"producer": roleProducer,
 		"receiver": roleReceiver,
 		"echoer":   roleEchoer,
+		"keys":     roleKeys,
 	})
 }
 
