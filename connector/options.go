@@ -70,7 +70,9 @@ type Options struct {
 	// finds something. Zero or less means DefaultPollInterval.
 	PollInterval time.Duration
 	// Spin is how long Recv keeps polling the rings (no system call per
-	// poll) after a miss before it hands the wait to the connector's
+	// poll, but one pidfd poll per producer every 20 µs, so that the poll
+	// that finds the frame claims it without one) after a miss before it
+	// hands the wait to the connector's
 	// dispatcher, when no other Recv of the connector waits (with other
 	// waiters the dispatcher serves them all, and spinning would burn CPU
 	// per waiter). Zero means DefaultSpin; a negative value never spins.
