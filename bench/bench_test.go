@@ -116,10 +116,12 @@ func TestReportModes(t *testing.T) {
 	flock := Result{Transport: Flock, Count: 5, P50Us: 2, MeanUs: 2.5, P99Us: 3}
 	pair := Report{Mode: "pair", Flock: &flock, Results: []Result{
 		{Transport: "ring", Size: 512, Count: 5, P50Us: 5}, {Transport: "ring", Size: 4096, Count: 5, P50Us: 9},
+		{Transport: "ring", Size: 512, Count: 5, P50Us: 6, FlockUs: 2.5}, // its own floor
 		{Transport: Memcpy, Size: 512, Count: 5, P50Us: 0.5}, {Transport: ShmFile, Size: 512, Count: 5, P50Us: 4},
 	}}
 	compareToFloor(&pair)
-	if r := pair.Results; *r[0].FlockRatio != 2.5 || *r[0].FloorRatio != 2 || *r[1].FlockRatio != 4.5 || r[1].FloorRatio != nil || r[2].FlockRatio != nil || r[3].FlockRatio != nil {
+	if r := pair.Results; *r[0].FlockRatio != 2.5 || *r[0].FloorRatio != 2 || *r[1].FlockRatio != 4.5 || r[1].FloorRatio != nil ||
+		*r[2].FlockRatio != 2.4 || *r[2].FloorRatio != 2 || r[3].FlockRatio != nil || r[4].FlockRatio != nil {
 		t.Fatalf("pair ratios %+v", r)
 	}
 	stream := Report{Mode: "stream", Results: []Result{
@@ -147,8 +149,9 @@ func TestReportModes(t *testing.T) {
 		tableLines int
 		tableHas   []string
 	}{
-		{pair, []string{"flock", "mode", "results"}, [][]string{with("flock_ratio", "floor_ratio"), with("flock_ratio"), base, base},
-			6, []string{"÷ flock", "2.50x", "2.00x", "floor: two uncontended flock pairs", "p50 2.00 µs"}},
+		{pair, []string{"flock", "mode", "results"}, [][]string{with("flock_ratio", "floor_ratio"), with("flock_ratio"),
+			with("flock_p50_us", "flock_ratio", "floor_ratio"), base, base},
+			7, []string{"flock µs", "÷ flock", "2.50x", "2.00x", "2.40x", "floor: two uncontended flock pairs", "p50 2.00 µs", "timed again after each pair"}},
 		{stream, []string{"mode", "results"}, [][]string{with("window"), with("window"), base},
 			4, []string{"window", "µs/msg", "3.00x"}},
 		{fanout, []string{"fanout", "flock", "mode", "results"}, nil,

@@ -19,36 +19,83 @@ import (
 // and timed the way the figures are, one sample per clock reading: the
 // protocol's mandatory locking and the copies no transport can avoid.
 
-// flockFloor times two uncontended flock pairs (LOCK_EX then LOCK_UN,
-// twice), what one put and its get must lock at least (SPEC §3), on a file
-// of its own in /dev/shm that it removes again.
-func (r *runner) flockFloor() (Result, error) {
+// flockFile is the flock floor's file: a file of the run's own in
+// /dev/shm, removed again by close.
+type flockFile struct {
+	f    *os.File
+	path string
+}
+
+func (r *runner) openFlockFile() (*flockFile, error) {
 	path := scope.Path(r.plan.KeyPrefix + "flock_floor")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return Result{}, fmt.Errorf("flock floor: %w", err)
+		return nil, fmt.Errorf("flock floor: %w", err)
 	}
-	defer os.Remove(path)
-	defer f.Close()
-	fd := int(f.Fd())
+	return &flockFile{f: f, path: path}, nil
+}
+
+// sample times two uncontended flock pairs (LOCK_EX then LOCK_UN, twice),
+// what one put and its get must lock at least (SPEC §3).
+func (ff *flockFile) sample() (time.Duration, error) {
+	fd := int(ff.f.Fd())
+	t0 := hostclock.Now()
+	for range 2 {
+		if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+			return 0, fmt.Errorf("flock floor: %w", err)
+		}
+		if err := unix.Flock(fd, unix.LOCK_UN); err != nil {
+			return 0, fmt.Errorf("flock floor: %w", err)
+		}
+	}
+	return hostclock.Now() - t0, nil
+}
+
+func (ff *flockFile) close() {
+	ff.f.Close()
+	os.Remove(ff.path)
+}
+
+// flockFloor times the floor on its own, before the cells, into
+// Report.Flock.
+func (r *runner) flockFloor(ff *flockFile) (Result, error) {
 	count := r.plan.count(0)
 	lat := make([]time.Duration, 0, count)
 	warmup := r.plan.warmup(count)
 	for i := range warmup + count {
-		t0 := hostclock.Now()
-		for range 2 {
-			if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-				return Result{}, fmt.Errorf("flock floor: %w", err)
-			}
-			if err := unix.Flock(fd, unix.LOCK_UN); err != nil {
-				return Result{}, fmt.Errorf("flock floor: %w", err)
-			}
+		d, err := ff.sample()
+		if err != nil {
+			return Result{}, err
 		}
-		if d := hostclock.Now() - t0; i >= warmup {
+		if i >= warmup {
 			lat = append(lat, d)
 		}
 	}
 	return Summarize(Flock, 0, lat), nil
+}
+
+// interleaveFloor makes send time the flock floor after each of a pair
+// cell's samples and keep the timed ones in c.floors: on a machine whose
+// speed drifts within a run (the project's VM: the floor's p50 went from
+// 2.65 to 3.55 µs over four runs of a minute), a floor measured before the
+// cells moved the ratios by more than the pairs did, and the connector's
+// BenchmarkPairFlockRatio alternates the two for that reason.
+func (r *runner) interleaveFloor(c *cell, send func(i int) (time.Duration, error)) func(i int) (time.Duration, error) {
+	if c.transport == Nats {
+		return send // it locks nothing in /dev/shm: no flock ratio
+	}
+	c.floors = make([]time.Duration, 0, c.count)
+	return func(i int) (time.Duration, error) {
+		d, err := send(i)
+		if err != nil {
+			return d, err
+		}
+		f, err := r.flock.sample()
+		if i >= c.warmup {
+			c.floors = append(c.floors, f)
+		}
+		return d, err
+	}
 }
 
 // timeMemcpy is a memcpy cell: two plain copies of the payload's msgpack
@@ -111,8 +158,9 @@ func (r *Report) measured() []Result {
 	return r.Results
 }
 
-// compareToFloor sets every pair's ratios to the floor: the flock pairs,
-// and the flock pairs plus the memcpy row of its size.
+// compareToFloor sets every pair's ratios to the floor: the flock pairs
+// (those timed between its samples where there are, Result.FlockUs), and
+// the flock pairs plus the memcpy row of its size.
 func compareToFloor(r *Report) {
 	if r.Flock == nil || r.Flock.P50Us <= 0 {
 		return
@@ -128,9 +176,13 @@ func compareToFloor(r *Report) {
 		if x.Transport == Nats {
 			continue // locks nothing in /dev/shm: its floor is the server's
 		}
-		x.FlockRatio = quotient(x.P50Us, r.Flock.P50Us)
+		floor := r.Flock.P50Us
+		if x.FlockUs > 0 {
+			floor = x.FlockUs
+		}
+		x.FlockRatio = quotient(x.P50Us, floor)
 		if c, ok := copies[x.Size]; ok {
-			x.FloorRatio = quotient(x.P50Us, r.Flock.P50Us+c)
+			x.FloorRatio = quotient(x.P50Us, floor+c)
 		}
 	}
 }

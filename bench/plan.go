@@ -33,7 +33,8 @@ const (
 	Latency Mode = "latency"
 	// Pair puts then gets in this process: the mean is µs per pair. The
 	// report carries the floor measured in the same run (Report.Flock, the
-	// memcpy rows) and every pair's ratio to it.
+	// memcpy rows) and every pair's ratio to it, to the flock floor timed
+	// after each of its samples (Result.FlockUs).
 	Pair Mode = "pair"
 	// Stream puts Count messages in this process with up to Plan.Window in
 	// flight while a receiver process drains them in order, and checks that

@@ -62,9 +62,10 @@ type runner struct {
 	forms       [][]byte  // msgpack form of each payload
 	peer        *receiver // the receiver process, for modes that have one
 	report      Report
-	run         int    // cells measured so far: each has keys of its own
-	done, total int    // messages sent so far, of the plan
-	unpin       func() // undoes this process's pinning (Plan.Pin), once pinned
+	run         int        // cells measured so far: each has keys of its own
+	done, total int        // messages sent so far, of the plan
+	unpin       func()     // undoes this process's pinning (Plan.Pin), once pinned
+	flock       *flockFile // the flock floor's file, in modes that have one
 }
 
 // cell is one (transport, payload, kind of waiter) measurement.
@@ -77,6 +78,7 @@ type cell struct {
 	conn      connector.Receiver // nil for uds and the floor rows
 	count     int                // timed messages
 	warmup    int                // untimed ones before them
+	floors    []time.Duration    // pair: the flock floor after each timed message
 }
 
 // Run measures plan and returns the report (the caller's), in plan order
@@ -187,7 +189,13 @@ func (r *runner) cells() []*cell {
 // the mode has one. A connector serves every cell of its transport.
 func (r *runner) measure() error {
 	if r.mode.flock {
-		f, err := r.flockFloor()
+		ff, err := r.openFlockFile()
+		if err != nil {
+			return err
+		}
+		defer ff.close()
+		r.flock = ff
+		f, err := r.flockFloor(ff)
 		if err != nil {
 			return err
 		}
@@ -376,7 +384,7 @@ func (r *runner) sender(c *cell) func(k string, i int) error {
 }
 
 // timePair is a pair cell: put then get in this process, or one round
-// through a socket pair.
+// through a socket pair, each followed by a sample of the flock floor.
 func timePair(r *runner, c *cell) error {
 	if c.conn == nil {
 		loop, err := newUDSLoop(len(c.form))
@@ -385,7 +393,7 @@ func timePair(r *runner, c *cell) error {
 		}
 		defer loop.close()
 		frame := newUDSFrame(c.form)
-		return r.timeEach(c, func(i int) (time.Duration, error) {
+		return r.timePairs(c, func(i int) (time.Duration, error) {
 			b := frame.stamp(i)
 			t0 := hostclock.Now()
 			err := loop.roundTrip(b)
@@ -393,12 +401,24 @@ func timePair(r *runner, c *cell) error {
 		})
 	}
 	into, mem := r.plan.endpoints().supplied(c.conn, len(c.form))
-	return r.timeEach(c, func(i int) (time.Duration, error) {
+	return r.timePairs(c, func(i int) (time.Duration, error) {
 		k := key(r.plan.KeyPrefix, c.run, i) // the floor makes no string either
 		t0 := hostclock.Now()
 		err := pair(c.conn, into, mem, k, c.payload.Value)
 		return hostclock.Now() - t0, err
 	})
+}
+
+// timePairs is timeEach with the flock floor timed after each sample; the
+// cell's result gets the floor's p50 (Result.FlockUs).
+func (r *runner) timePairs(c *cell, send func(i int) (time.Duration, error)) error {
+	if err := r.timeEach(c, r.interleaveFloor(c, send)); err != nil {
+		return err
+	}
+	if len(c.floors) > 0 {
+		r.report.Results[len(r.report.Results)-1].FlockUs = Summarize(Flock, 0, c.floors).P50Us
+	}
+	return nil
 }
 
 // pair is one put and the get that claims it, into mem through into when

@@ -66,8 +66,12 @@ func TestRunPair(t *testing.T) {
 			t.Errorf("result %d %+v", i, x)
 			continue
 		}
-		if !floor && (*x.FlockRatio != x.P50Us/r.Flock.P50Us || *x.FloorRatio >= *x.FlockRatio) {
-			t.Errorf("result %d ratios %v, %v", i, *x.FlockRatio, *x.FloorRatio)
+		// Each pair's ratios are to the floor timed between its samples.
+		if !floor && (x.FlockUs <= 0 || *x.FlockRatio != x.P50Us/x.FlockUs || *x.FloorRatio >= *x.FlockRatio) {
+			t.Errorf("result %d floor %v µs, ratios %v, %v", i, x.FlockUs, *x.FlockRatio, *x.FloorRatio)
+		}
+		if floor && x.FlockUs != 0 {
+			t.Errorf("floor row %d has a floor of its own: %v µs", i, x.FlockUs)
 		}
 	}
 	if calls != 48 || results != 6 {

@@ -35,8 +35,8 @@ func runBench(ctx context.Context, args []string, inv *invocation) int {
 		"msgs/s = 1e6/mean (one message in flight), vs uds = the Unix socket's p50 / this p50.\n"+
 		"  omnishm bench --sizes 512,4KiB,64KiB --count 2000\n"+
 		"pair: put then get in this process, mean µs per pair; beside the floor measured in the\n"+
-		"same run: two uncontended flock pairs on a /dev/shm file (÷ flock) plus the memcpy row\n"+
-		"of the same size, two plain copies of the bytes (÷ floor).\n"+
+		"same run, after each pair (flock µs): two uncontended flock pairs on a /dev/shm file\n"+
+		"(÷ flock) plus the memcpy row of the same size, two plain copies of the bytes (÷ floor).\n"+
 		"  omnishm bench --mode pair --sizes 512,64KiB,1MiB\n"+
 		"stream: put N messages with up to --window in flight, a receiver process drains them and\n"+
 		"checks each arrived exactly once; msgs/s and MB/s, vs uds = this rate / the socket's.\n"+

@@ -130,7 +130,7 @@ func TestBenchPair(t *testing.T) {
 	// A 2KiB tensor's frame is over a quarter of a 4096-byte ring: the
 	// report says it went per-key.
 	top := []string{"flock", "mode", "results"}
-	floor := map[string][]string{"*": {"flock_ratio", "floor_ratio"}}
+	floor := map[string][]string{"*": {"flock_p50_us", "flock_ratio", "floor_ratio"}}
 	rep := benchJSON(t, "pair", top, floor, "--count", "4", "--sizes", "512,2KiB", "--ring-bytes", "4096", "--transports", "ring,uds")
 	want := []benchRow{{"ring", 512}, {"ring->perkey", 2048}, {"uds", 512}, {"uds", 2048}, {"memcpy", 512}, {"memcpy", 2048}}
 	if got := rows(rep.Results); !slices.Equal(got, want) {

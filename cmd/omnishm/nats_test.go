@@ -114,7 +114,7 @@ func TestNatsBench(t *testing.T) {
 	}{
 		{"latency", nil, nil, nil},
 		// No flock ratios for nats: it locks nothing in /dev/shm.
-		{"pair", []string{"flock"}, map[string][]string{"uds": {"flock_ratio", "floor_ratio"}}, []string{"--url", url}},
+		{"pair", []string{"flock"}, map[string][]string{"uds": {"flock_p50_us", "flock_ratio", "floor_ratio"}}, []string{"--url", url}},
 		{"stream", nil, map[string][]string{"*": {"window"}}, []string{"--config", natsConfig(t, url)}},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
