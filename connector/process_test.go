@@ -4,6 +4,7 @@ package connector_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -162,6 +163,14 @@ func TestDeadProducerPayloadCannotReachAReusedKey(t *testing.T) {
 	conntest.Missing(t, receiver, "0", "1", "not-published", nil)
 	p.Send(t, "exit") // leaves without closing: its frame stays in the ring
 	p.Exited(t, shmtest.Patience)
+	// Recv (its first try, then its spin with the edge's producers
+	// vouched for between tries) does not deliver it either: it waits
+	// until its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	if v, _, err := receiver.Recv(ctx, "0", "restart"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Recv after the producer died = %v, %v: want the context's deadline", v, err)
+	}
+	cancel()
 	conntest.Missing(t, receiver, "0", "1", "restart", old)
 	conntest.Missing(t, receiver, "0", "1", "restart", nil)
 	replacement := conntest.Open(t, s, "0", ring.DefaultCapacity)
