@@ -46,6 +46,12 @@ type Result struct {
 	// 1: faster than the socket), in stream mode this rate divided by the
 	// socket's; nil in pair mode, for floor rows, or without a baseline.
 	VsUDS *float64 `json:"vs_uds"`
+	// SendUs is the p50 of the sender's own call in latency mode: the put
+	// (or the socket's write) of each timed message, from the call to its
+	// return; the part of P50Us before the receiver can take the message
+	// (it may take it before the call returns: the lock's release and
+	// what follows it are after the publication).
+	SendUs float64 `json:"send_p50_us,omitempty"`
 	// Window is the most messages a stream had in flight (stream mode).
 	Window int `json:"window,omitempty"`
 	// FlockUs is the p50 of the flock floor (two uncontended flock pairs,
@@ -233,8 +239,8 @@ func (r Report) WriteTable(w io.Writer) error {
 }
 
 func (r Report) resultTable(tw io.Writer) {
-	stream, pair := r.Mode == string(Stream), r.Mode == string(Pair)
-	vsUDS := r.Mode == string(Latency) || stream
+	stream, pair, latency := r.Mode == string(Stream), r.Mode == string(Pair), r.Mode == string(Latency)
+	vsUDS := latency || stream
 	header := "transport\tsize\tcount\t"
 	if stream {
 		header += "window\tµs/msg\tp50 µs/msg\tp99 µs/msg\t"
@@ -244,6 +250,9 @@ func (r Report) resultTable(tw io.Writer) {
 	header += "msgs/s\tMB/s\t"
 	if vsUDS {
 		header += "vs uds\t"
+	}
+	if latency {
+		header += "send µs\t"
 	}
 	if pair {
 		header += "flock µs\t÷ flock\t÷ floor\t"
@@ -257,6 +266,9 @@ func (r Report) resultTable(tw io.Writer) {
 		line += fmt.Sprintf("%.1f\t%.1f\t%.1f\t%.0f\t%.1f\t", x.MeanUs, x.P50Us, x.P99Us, x.MsgsPerS, x.BytesPerS/1e6)
 		if vsUDS {
 			line += ratio(x.VsUDS)
+		}
+		if latency {
+			line += optional(x.SendUs > 0, "%.1f", x.SendUs)
 		}
 		if pair {
 			line += optional(x.FlockUs > 0, "%.2f", x.FlockUs) + ratio(x.FlockRatio) + ratio(x.FloorRatio)

@@ -132,6 +132,10 @@ func TestReportModes(t *testing.T) {
 	if r := stream.Results; *r[0].VsUDS != 3 || *r[1].VsUDS != 1 || r[2].VsUDS != nil {
 		t.Fatalf("stream rates %+v", r)
 	}
+	vs := 2.0
+	latency := Report{Mode: "latency", Results: []Result{
+		{Transport: "ring", Size: 512, Count: 9, P50Us: 7.5, SendUs: 3.4, VsUDS: &vs}, {Transport: Memcpy, Size: 512, Count: 9, P50Us: 0.1},
+	}}
 	fanout := Report{Mode: "fanout", Flock: &flock, Fanout: []FanoutResult{
 		{Transport: "ring", WaitIn: WaitRecv, Waiters: 3, Size: 512, IdleS: 2, IdleCPUPct: 9.5, Threads: 7, CPUPerMsgUs: 250, HarnessUs: 50},
 		{Transport: "ring", WaitIn: WaitReader, Waiters: 3, Size: 512, IdleS: 2, IdleCPUPct: 9.5, Threads: 7, CPUPerMsgUs: 250, HarnessUs: 50,
@@ -154,6 +158,8 @@ func TestReportModes(t *testing.T) {
 			7, []string{"flock µs", "÷ flock", "2.50x", "2.00x", "2.40x", "floor: two uncontended flock pairs", "p50 2.00 µs", "timed again after each pair"}},
 		{stream, []string{"mode", "results"}, [][]string{with("window"), with("window"), base},
 			4, []string{"window", "µs/msg", "3.00x"}},
+		{latency, []string{"mode", "results"}, [][]string{with("send_p50_us"), base},
+			3, []string{"vs uds", "send µs", "2.00x", "3.4"}},
 		{fanout, []string{"fanout", "flock", "mode", "results"}, nil,
 			4, []string{"idle CPU %", "9.5", "250.0", "floor:", "of which GC µs/msg", "1.25", "alloc B/msg", "1664", "8.5"}},
 	} {

@@ -79,6 +79,7 @@ type cell struct {
 	count     int                // timed messages
 	warmup    int                // untimed ones before them
 	floors    []time.Duration    // pair: the flock floor after each timed message
+	sends     []time.Duration    // latency: how long each timed message's send took
 }
 
 // Run measures plan and returns the report (the caller's), in plan order
@@ -357,15 +358,26 @@ func timeLatency(r *runner, c *cell) error {
 		return err
 	}
 	send := r.sender(c)
-	return r.timeEach(c, func(i int) (time.Duration, error) {
+	c.sends = make([]time.Duration, 0, c.count)
+	err = r.timeEach(c, func(i int) (time.Duration, error) {
 		k := key(r.plan.KeyPrefix, c.run, i)
 		t0 := hostclock.Now()
 		if err := send(k, i); err != nil {
 			return 0, err
 		}
+		// Stamped after the send, while the receiver takes the message:
+		// the arrival's stamp is the receiver's, so this adds nothing to
+		// the latency.
+		if i >= c.warmup {
+			c.sends = append(c.sends, hostclock.Now()-t0)
+		}
 		t1, err := r.peer.arrival(r.ctx)
 		return t1 - t0, err
 	})
+	if err == nil && len(c.sends) > 0 {
+		r.report.Results[len(r.report.Results)-1].SendUs = Summarize(c.transport, 0, c.sends).P50Us
+	}
+	return err
 }
 
 // sender returns what sends message i of a cell, under key k, to the

@@ -89,12 +89,12 @@ func TestRunLatency(t *testing.T) {
 	}
 	for _, x := range r.Results {
 		if isFloor(x) {
-			if x.VsUDS != nil || x.Count != 3 {
+			if x.VsUDS != nil || x.Count != 3 || x.SendUs != 0 {
 				t.Errorf("floor row %+v", x)
 			}
 			continue
 		}
-		if x.Count != 3 || x.VsUDS == nil || *x.VsUDS <= 0 || (x.Transport == UDS && *x.VsUDS != 1) {
+		if x.Count != 3 || x.VsUDS == nil || *x.VsUDS <= 0 || (x.Transport == UDS && *x.VsUDS != 1) || x.SendUs <= 0 {
 			t.Errorf("result %+v", x)
 		}
 	}

@@ -32,7 +32,8 @@ func init() {
 func runBench(ctx context.Context, args []string, inv *invocation) int {
 	fs := inv.flags()
 	mode := fs.String("mode", "latency", "latency: put here, Recv in a receiver process woken by FIFOs; p50/p99 latency,\n"+
-		"msgs/s = 1e6/mean (one message in flight), vs uds = the Unix socket's p50 / this p50.\n"+
+		"msgs/s = 1e6/mean (one message in flight), vs uds = the Unix socket's p50 / this p50,\n"+
+		"send µs = the p50 of the put (the socket's write) itself, the sender's part of the latency.\n"+
 		"  omnishm bench --sizes 512,4KiB,64KiB --count 2000\n"+
 		"pair: put then get in this process, mean µs per pair; beside the floor measured in the\n"+
 		"same run, after each pair (flock µs): two uncontended flock pairs on a /dev/shm file\n"+

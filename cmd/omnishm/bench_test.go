@@ -100,7 +100,7 @@ func rows(results []map[string]any) []benchRow {
 
 func TestBenchLatency(t *testing.T) {
 	plot := filepath.Join(t.TempDir(), "lat.svg")
-	res := benchJSON(t, "latency", []string{"mode", "results"}, nil,
+	res := benchJSON(t, "latency", []string{"mode", "results"}, map[string][]string{"*": {"send_p50_us"}},
 		"--count", "3", "--sizes", "512,4KiB", "--transports", "ring,perkey,uds", "--plot", plot).Results
 	want := []benchRow{{"ring", 512}, {"ring", 4096}, {"perkey", 512}, {"perkey", 4096}, {"uds", 512}, {"uds", 4096},
 		{"memcpy", 512}, {"memcpy", 4096}, {"shmfile", 512}, {"shmfile", 4096}}

@@ -112,7 +112,7 @@ func TestNatsBench(t *testing.T) {
 		extra map[string][]string
 		args  []string
 	}{
-		{"latency", nil, nil, nil},
+		{"latency", nil, map[string][]string{"*": {"send_p50_us"}}, nil}, // the put's (the write's) own p50
 		// No flock ratios for nats: it locks nothing in /dev/shm.
 		{"pair", []string{"flock"}, map[string][]string{"uds": {"flock_p50_us", "flock_ratio", "floor_ratio"}}, []string{"--url", url}},
 		{"stream", nil, map[string][]string{"*": {"window"}}, []string{"--config", natsConfig(t, url)}},
